@@ -1,0 +1,21 @@
+"""dkapprox: kernel approximation and random projection for data far larger than memory.
+
+Every estimator draws a small random state on the driver at ``fit`` and maps a
+pure NumPy block function over the row blocks of a dask array at
+``transform``; NumPy input gives scikit-learn's numbers for the same seed.
+"""
+
+from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
+from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdditiveChi2Sampler",
+    "GaussianRandomProjection",
+    "PolynomialCountSketch",
+    "RBFSampler",
+    "SkewedChi2Sampler",
+    "SparseRandomProjection",
+    "johnson_lindenstrauss_min_dim",
+]

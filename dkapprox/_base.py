@@ -1,0 +1,112 @@
+"""BlockwiseTransformer: the plumbing every dkapprox estimator shares.
+
+A subclass says only what is particular to it:
+
+* ``_fit(X)``: draw the fitted attributes (``X`` is validated NumPy/sparse
+  or a dask array; use :mod:`dkapprox._graph` for any data statistic);
+* ``_state(dtype)``: the small frozen state the block function needs;
+* ``_block_fn``: a module-level ``block_fn(block, state)``;
+* ``_n_features_out``: the output width.
+
+This class validates input with scikit-learn's wording, dispatches NumPy input
+to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
+``set_output`` working for in-memory results (a dask result stays a lazy dask
+array: turning it into a pandas frame would compute it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils._set_output import _wrap_data_with_container
+from sklearn.utils._sparse import _align_api_if_sparse
+from sklearn.utils.validation import check_is_fitted
+
+from . import _graph
+from ._validation import BlockCheck, check_input
+
+
+class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Base class: fit draws a small state, transform maps it over row blocks."""
+
+    _accept_sparse = ("csr", "csc")  # scipy.sparse formats taken as they are
+    _non_negative = False  # scikit-learn's ensure_non_negative
+    _block_fn = None  # module-level function(block, state) -> block of features
+
+    def __init_subclass__(cls, **kwargs):
+        # scikit-learn's automatic output wrapping would turn a lazy dask
+        # result into a pandas frame, i.e. compute it; we wrap by hand instead.
+        super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
+        cls._sklearn_auto_wrap_output_keys = {"transform"}
+
+    # -- public API -------------------------------------------------------
+    def fit(self, X, y=None):
+        """Draw the random state (and any data statistic it needs).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+            Training data. A dask array is read at most once, and only when the
+            method needs a statistic of the data (e.g. ``gamma='scale'``).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            Fitted transformer.
+        """
+        self._validate_params()
+        X = self._check(X, reset=True)
+        self._fit(X)
+        return self
+
+    def transform(self, X):
+        """Map ``X`` to the feature space.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+            NumPy or sparse input is transformed now; dask (or zarr) input gives
+            a lazy dask array with one task per row block and nothing computed.
+
+        Returns
+        -------
+        X_new : ndarray, sparse matrix or dask array of shape (n_samples, n_features_out)
+        """
+        check_is_fitted(self)
+        return self._transform(self._check(X, reset=False), X)
+
+    # -- hooks --------------------------------------------------------------
+    def _out_dtype(self, dtype):
+        return np.dtype(dtype)
+
+    def _sparse_out(self, sparse_in):
+        return False
+
+    def _block_check(self):
+        return BlockCheck(type(self).__name__, non_negative=self._non_negative)
+
+    # -- plumbing -----------------------------------------------------------
+    def _check(self, X, *, reset):
+        return check_input(self, X, reset=reset, accept_sparse=self._accept_sparse,
+                           ensure_non_negative=self._non_negative)
+
+    def _transform(self, X, X_orig, *, block_fn=None, state=None, n_out=None, name="transform"):
+        block_fn = block_fn or type(self)._block_fn
+        state = self._state(X.dtype) if state is None else state
+        n_out = self._n_features_out if n_out is None else n_out
+        if not _graph.is_dask(X):
+            return self._wrap(block_fn(X, state), X_orig)
+        sparse_in = _graph.is_sparse_meta(X)
+        return _graph.map_rows(
+            X, block_fn, state, n_out=n_out, dtype=self._out_dtype(X.dtype),
+            name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
+            sparse=self._sparse_out(sparse_in),
+        )
+
+    def _wrap(self, out, X_orig):
+        if sp.issparse(out):
+            return _align_api_if_sparse(out)
+        return _wrap_data_with_container("transform", out, X_orig, self)

@@ -1,0 +1,138 @@
+"""Every way dkapprox touches dask, in one place.
+
+Estimator modules hold math only: a frozen *state* (a few NumPy arrays) and a
+pure *block function* ``block_fn(block, state) -> ndarray``.  This module turns
+those into graphs:
+
+* :func:`map_rows` applies a block function to every row block; the state
+  enters the graph as **one key** (``dask.delayed(state, pure=True)``), never
+  as the estimator or a bound method, so each worker deserializes it once.
+* :func:`tree_reduce` folds per-block statistics with a bounded fan-in tree,
+  so fit reads the data once whatever the number of blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+import dask
+import dask.array as da
+from dask.base import tokenize
+
+__all__ = ["is_dask", "as_dask", "map_rows", "tree_reduce", "row_count"]
+
+
+def is_dask(X) -> bool:
+    """True for dask arrays (and zarr arrays, which we open lazily as dask)."""
+    return isinstance(X, da.Array) or _is_zarr(X)
+
+
+def _is_zarr(X) -> bool:
+    return type(X).__module__.startswith("zarr") and hasattr(X, "chunks")
+
+
+def as_dask(X) -> da.Array:
+    """A dask array for a dask or zarr array, aligned to the zarr chunks."""
+    if isinstance(X, da.Array):
+        return X
+    if _is_zarr(X):
+        return da.from_zarr(X)
+    raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
+
+
+def is_sparse_meta(X: da.Array) -> bool:
+    return sp.issparse(getattr(X, "_meta", None))
+
+
+def ship(state):
+    """The fitted state as a single graph key, named by its content."""
+    return dask.delayed(state, pure=True, traverse=False)
+
+
+def _run_block(block, state, block_fn, check):
+    if check is not None:
+        check(block)
+    return block_fn(block, state)
+
+
+def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False):
+    """Apply ``block_fn(block, state)`` to every row block of ``X``.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_samples, n_features)
+        Any chunking: column chunks are merged first (a row's features must
+        all be in one block); unknown row counts (NaN chunks) stay unknown.
+    block_fn : callable
+        Module-level function, pickled by reference.
+    state : object
+        Small, picklable fitted state. It enters the graph once.
+    n_out : int
+        Output columns of every block.
+    dtype : numpy dtype
+        Output dtype; must be what ``block_fn`` returns.
+    name : str
+        Prefix of the output keys (a content token is appended).
+    check : callable or None
+        Validates a block before ``block_fn`` runs (NaN, sign, ...), so that
+        bad data fails at compute time with scikit-learn's message.
+    sparse : bool
+        Blocks are scipy.sparse matrices (declared in the output meta).
+    """
+    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+    shipped = ship(state)
+    token = tokenize(X.name, shipped.key, block_fn, check, n_out, np.dtype(dtype).str)
+    if sparse:
+        meta = sp.csr_matrix((0, n_out), dtype=dtype)
+    else:
+        meta = np.empty((0, n_out), dtype=dtype)
+    return da.map_blocks(
+        _run_block,
+        X,
+        shipped,
+        block_fn,
+        check,
+        chunks=(X.chunks[0], (n_out,)),
+        dtype=dtype,
+        meta=meta,
+        name=f"{name}-{token}",
+    )
+
+
+def row_blocks(X: da.Array):
+    """One delayed object per row block (columns merged)."""
+    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+    return list(X.to_delayed().ravel())
+
+
+def tree_reduce(X, chunk_fn, combine_fn, *, split_every=8, args=()):
+    """Fold ``chunk_fn(block, *args)`` over row blocks with ``combine_fn(list)``.
+
+    Returns a delayed object; compute it together with anything else the fit
+    needs (``dask.compute(a, b)``), so that the data is read once.
+    """
+    parts = [dask.delayed(chunk_fn, pure=True)(b, *args) for b in row_blocks(X)]
+    combine = dask.delayed(combine_fn, pure=True)
+    while True:  # at least one combine, so one block gives the same type as many
+        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+        if len(parts) == 1:
+            return parts[0]
+
+
+def compute(*objs):
+    """Compute several lazy objects in one pass over the data."""
+    return dask.compute(*objs)
+
+
+def row_count(X: da.Array) -> int:
+    """Number of rows; computes the chunk sizes only when they are unknown."""
+    n = X.shape[0]
+    if np.isnan(n):
+        sizes = dask.compute(*[dask.delayed(_nrows, pure=True)(b) for b in row_blocks(X)])
+        return int(sum(sizes))
+    return int(n)
+
+
+def _nrows(block):
+    return block.shape[0]

@@ -1,0 +1,103 @@
+"""Input checks with scikit-learn's wording, for NumPy and dask input alike.
+
+NumPy and scipy.sparse input goes through scikit-learn's own ``validate_data``
+(so every message is scikit-learn's).  Dask input is checked on metadata only
+(shape, dtype, chunks) when the graph is built; value checks (NaN, infinity,
+sign) run inside each task via :class:`BlockCheck`, so bad data fails at
+compute time with the same message, and nothing is computed just to check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
+
+from . import _graph
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non_negative=False,
+                dtype=FLOAT_DTYPES, copy=False):
+    """Validate ``X`` for ``estimator``; returns NumPy/sparse or a dask array.
+
+    NumPy input is validated eagerly by scikit-learn; dask (and zarr) input by
+    metadata, cast lazily to a float dtype as scikit-learn would cast it.
+    """
+    if not _graph.is_dask(X):
+        return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse or False,
+                             ensure_non_negative=ensure_non_negative, dtype=dtype, copy=copy)
+    X = _graph.as_dask(X)
+    name = type(estimator).__name__
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {X.ndim}D array instead (dask array of shape {X.shape}). "
+            "Reshape your data either using array.reshape(-1, 1) if your data has a single "
+            "feature or array.reshape(1, -1) if it contains a single sample."
+        )
+    if _graph.is_sparse_meta(X) and not accept_sparse:
+        raise TypeError(
+            f"Sparse data was passed for X, but dense data is required ({name}). "
+            "Use '.map_blocks(lambda b: b.toarray())' to convert the dask blocks to dense."
+        )
+    kind = X.dtype.kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported (dask array of dtype {X.dtype}).")
+    if kind not in "biuf":
+        raise ValueError(
+            f"dtype {X.dtype} is not supported by {name}: convert the dask array to numbers "
+            "first, e.g. X.astype('float64')."
+        )
+    if dtype is not None and X.dtype not in [np.dtype(d) for d in dtype]:
+        X = X.astype(dtype[0])
+    n_rows, n_features = X.shape
+    if n_rows == 0:
+        raise ValueError(
+            f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is "
+            f"required by {name}."
+        )
+    if n_features == 0:
+        raise ValueError(
+            f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is "
+            f"required by {name}."
+        )
+    check_n_features(estimator, n_features, reset=reset)
+    if reset and hasattr(estimator, "feature_names_in_"):
+        del estimator.feature_names_in_  # as scikit-learn does for unnamed input
+    return X
+
+
+def check_n_features(estimator, n_features, *, reset):
+    if reset:
+        estimator.n_features_in_ = int(n_features)
+        return
+    expected = getattr(estimator, "n_features_in_", None)
+    if expected is not None and n_features != expected:
+        raise ValueError(
+            f"X has {n_features} features, but {type(estimator).__name__} "
+            f"is expecting {expected} features as input."
+        )
+
+
+@dataclass(frozen=True)
+class BlockCheck:
+    """Value checks run inside a task on one block (picklable, tiny)."""
+
+    estimator_name: str
+    finite: bool = True
+    non_negative: bool = False
+    greater_than: float | None = None
+    greater_than_message: str = ""
+
+    def __call__(self, block):
+        if self.finite:
+            assert_all_finite(block, input_name="X", estimator_name=self.estimator_name)
+        if self.non_negative:
+            check_non_negative(block, f"X in {self.estimator_name}")
+        if self.greater_than is not None:
+            values = block.data if sp.issparse(block) else block
+            if values.size and (values <= self.greater_than).any():
+                raise ValueError(self.greater_than_message)

@@ -1,0 +1,123 @@
+"""RBFSampler: random Fourier features for the Gaussian kernel (Rahimi & Recht 2007)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
+from sklearn.utils import check_random_state
+from sklearn.utils.extmath import safe_sparse_dot
+
+from .. import _graph
+from .._base import BlockwiseTransformer
+from .._stats import combine_moments, moments
+from .._validation import BlockCheck
+
+
+@dataclass(frozen=True)
+class FourierState:
+    """cos(X @ weights + offset) * sqrt(2 / n_components)."""
+
+    weights: np.ndarray  # (n_features, n_components)
+    offset: np.ndarray  # (n_components,)
+
+
+def fourier_features(block, state):
+    out = safe_sparse_dot(block, state.weights)
+    out += state.offset
+    np.cos(out, out=out)
+    out *= math.sqrt(2.0 / state.offset.shape[0])  # a Python float keeps float32
+    return out
+
+
+def data_variance(X, estimator_name):
+    """Variance of all entries, as scikit-learn's gamma='scale' needs it (one pass)."""
+    if not _graph.is_dask(X):
+        if sp.issparse(X):
+            return X.multiply(X).mean() - X.mean() ** 2
+        return X.var()
+    n, _, m2, bad = _graph.compute(_graph.tree_reduce(X, moments, combine_moments))[0]
+    if bad:
+        BlockCheck(estimator_name)(np.array([np.nan]))
+    return m2 / n if n else 0.0
+
+
+class RBFSampler(BlockwiseTransformer):
+    """Approximate the RBF kernel feature map with random Fourier features.
+
+    Same parameters, fitted attributes and numbers as
+    :class:`sklearn.kernel_approximation.RBFSampler`; also takes dask and zarr
+    arrays, for which ``transform`` is lazy and ships the random matrix once.
+
+    Parameters
+    ----------
+    gamma : 'scale' or float, default=1.0
+        Parameter of the RBF kernel exp(-gamma * ||x - y||^2). ``'scale'``
+        uses 1 / (n_features * X.var()), read in one pass over dask input.
+    n_components : int, default=100
+        Number of Monte Carlo samples per original feature.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random weights and offsets, drawn on the driver with NumPy
+        exactly as scikit-learn draws them, so the result never depends on
+        chunking.
+
+    Attributes
+    ----------
+    random_offset_ : ndarray of shape (n_components,)
+    random_weights_ : ndarray of shape (n_features, n_components)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dkapprox import RBFSampler
+    >>> X = da.random.default_rng(0).random((10_000, 8), chunks=(1_000, 8))
+    >>> Z = RBFSampler(n_components=64, random_state=0).fit(X).transform(X)
+    >>> Z
+    dask.array<rbfsampler-transform, shape=(10000, 64), dtype=float64, chunksize=(1000, 64), chunktype=numpy.ndarray>
+    >>> Z.compute().shape
+    (10000, 64)
+    """
+
+    _parameter_constraints = dict(_SkRBFSampler._parameter_constraints)
+    _block_fn = staticmethod(fourier_features)
+
+    def __init__(self, *, gamma=1.0, n_components=100, random_state=None):
+        self.gamma = gamma
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _fit(self, X):
+        rs = check_random_state(self.random_state)
+        n_features = X.shape[1]
+        if self.gamma == "scale":
+            var = data_variance(X, type(self).__name__)
+            self._gamma = 1.0 / (n_features * var) if var != 0 else 1.0
+        else:
+            self._gamma = self.gamma
+        self.random_weights_ = (2.0 * self._gamma) ** 0.5 * rs.normal(size=(n_features, self.n_components))
+        self.random_offset_ = rs.uniform(0, 2 * np.pi, size=self.n_components)
+        if X.dtype == np.float32:
+            self.random_weights_ = self.random_weights_.astype(X.dtype, copy=False)
+            self.random_offset_ = self.random_offset_.astype(X.dtype, copy=False)
+
+    @property
+    def _n_features_out(self):
+        return self.n_components
+
+    def _out_dtype(self, dtype):
+        return np.result_type(dtype, self.random_weights_.dtype)
+
+    def _state(self, dtype):
+        dtype = self._out_dtype(dtype)
+        return FourierState(self.random_weights_.astype(dtype, copy=False),
+                            self.random_offset_.astype(dtype, copy=False))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

@@ -1,0 +1,99 @@
+"""SkewedChi2Sampler: Fourier features of the skewed chi-squared kernel (Li et al. 2010)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
+from sklearn.utils import check_random_state
+
+from .. import _graph
+from .._base import BlockwiseTransformer
+from .._validation import BlockCheck
+from .rbf import FourierState, fourier_features
+
+
+@dataclass(frozen=True)
+class SkewedChi2State:
+    skewedness: float
+    fourier: FourierState
+
+
+def skewed_chi2_features(block, state):
+    shifted = block + np.asarray(state.skewedness, dtype=block.dtype)  # new array: blocks stay untouched
+    np.log(shifted, out=shifted)
+    return fourier_features(shifted, state.fourier)
+
+
+class SkewedChi2Sampler(BlockwiseTransformer):
+    """Approximate the skewed chi-squared kernel by Monte Carlo features.
+
+    Same parameters, fitted attributes and numbers as
+    :class:`sklearn.kernel_approximation.SkewedChi2Sampler`, plus dask and zarr input.
+
+    Parameters
+    ----------
+    skewedness : float, default=1.0
+        "Skewedness" c of the kernel; every entry of X must be > -c.
+    n_components : int, default=100
+    random_state : int, RandomState instance or None, default=None
+
+    Attributes
+    ----------
+    random_weights_ : ndarray of shape (n_features, n_components)
+    random_offset_ : ndarray of shape (n_components,)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox import SkewedChi2Sampler
+    >>> X = np.array([[0.0, 1.0], [2.0, 3.0]])
+    >>> SkewedChi2Sampler(n_components=4, random_state=0).fit_transform(X).shape
+    (2, 4)
+    """
+
+    _parameter_constraints = dict(_SkSkewedChi2Sampler._parameter_constraints)
+    _accept_sparse = False
+    _block_fn = staticmethod(skewed_chi2_features)
+
+    def __init__(self, *, skewedness=1.0, n_components=100, random_state=None):
+        self.skewedness = skewedness
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _fit(self, X):
+        rs = check_random_state(self.random_state)
+        uniform = rs.uniform(size=(X.shape[1], self.n_components))
+        self.random_weights_ = 1.0 / np.pi * np.log(np.tan(np.pi / 2.0 * uniform))
+        self.random_offset_ = rs.uniform(0, 2 * np.pi, size=self.n_components)
+        if X.dtype == np.float32:
+            self.random_weights_ = self.random_weights_.astype(X.dtype, copy=False)
+            self.random_offset_ = self.random_offset_.astype(X.dtype, copy=False)
+
+    @property
+    def _n_features_out(self):
+        return self.n_components
+
+    def _out_dtype(self, dtype):
+        return np.result_type(dtype, self.random_weights_.dtype)
+
+    def _state(self, dtype):
+        dtype = self._out_dtype(dtype)
+        return SkewedChi2State(float(self.skewedness), FourierState(
+            self.random_weights_.astype(dtype, copy=False), self.random_offset_.astype(dtype, copy=False)))
+
+    def _block_check(self, finite=True):
+        return BlockCheck(type(self).__name__, finite=finite, greater_than=-self.skewedness,
+                          greater_than_message="X may not contain entries smaller than -skewedness.")
+
+    def _transform(self, X, X_orig, **kwargs):
+        if not _graph.is_dask(X):
+            self._block_check(finite=False)(X)  # NumPy input: fail now, as scikit-learn does
+        return super()._transform(X, X_orig, **kwargs)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

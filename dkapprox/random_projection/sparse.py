@@ -1,0 +1,98 @@
+"""SparseRandomProjection: Achlioptas / Li et al. very sparse projections."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.random_projection import SparseRandomProjection as _SkSparse
+from sklearn.utils import check_random_state
+from sklearn.utils.random import sample_without_replacement
+
+from ._base import BaseRandomProjection, ProjectionState
+
+
+def check_density(density, n_features):
+    if density == "auto":
+        return 1 / np.sqrt(n_features)
+    if density <= 0 or density > 1:
+        raise ValueError("Expected density in range ]0, 1], got: %r" % density)
+    return density
+
+
+def sparse_random_matrix(n_components, n_features, density="auto", random_state=None):
+    """Entries +-sqrt(1/density)/sqrt(n_components) with probability density/2 each.
+
+    Draws the same numbers as scikit-learn: per row a binomial count and a
+    sample of column indices, then all signs in one call at the end.
+    """
+    density = check_density(density, n_features)
+    rs = check_random_state(random_state)
+    if density == 1:
+        return (rs.binomial(1, 0.5, (n_components, n_features)) * 2 - 1) / np.sqrt(n_components)
+    indices, indptr = [], [0]
+    for _ in range(n_components):
+        nnz = rs.binomial(n_features, density)
+        indices.append(sample_without_replacement(n_features, nnz, random_state=rs))
+        indptr.append(indptr[-1] + nnz)
+    indices = np.concatenate(indices)
+    data = rs.binomial(1, 0.5, size=np.size(indices)) * 2 - 1
+    components = sp.csr_matrix((data, indices, indptr), shape=(n_components, n_features))
+    return np.sqrt(1 / density) / np.sqrt(n_components) * components
+
+
+class SparseRandomProjection(BaseRandomProjection):
+    """Reduce dimensionality through sparse random projection.
+
+    Same parameters, attributes and numbers as
+    :class:`sklearn.random_projection.SparseRandomProjection`, plus dask and
+    zarr input (the sparse matrix ships to the graph once).
+
+    Parameters
+    ----------
+    n_components : int or 'auto', default='auto'
+    density : float or 'auto', default='auto'
+        Ratio in (0, 1] of non-zero entries; 'auto' is 1 / sqrt(n_features).
+    eps : float, default=0.1
+    dense_output : bool, default=False
+        Dense output even for sparse input.
+    compute_inverse_components : bool, default=False
+    random_state : int, RandomState instance or None, default=None
+
+    Attributes
+    ----------
+    n_components_ : int
+    components_ : sparse matrix of shape (n_components, n_features)
+    inverse_components_ : ndarray of shape (n_features, n_components)
+    density_ : float
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox import SparseRandomProjection
+    >>> X = np.random.default_rng(0).random((100, 1000))
+    >>> SparseRandomProjection(n_components=30, random_state=0).fit_transform(X).shape
+    (100, 30)
+    """
+
+    _parameter_constraints = dict(_SkSparse._parameter_constraints)
+
+    def __init__(self, n_components="auto", *, density="auto", eps=0.1, dense_output=False,
+                 compute_inverse_components=False, random_state=None):
+        self.n_components = n_components
+        self.density = density
+        self.eps = eps
+        self.dense_output = dense_output
+        self.compute_inverse_components = compute_inverse_components
+        self.random_state = random_state
+
+    def _make_random_matrix(self, n_components, n_features):
+        self.density_ = check_density(self.density, n_features)
+        return sparse_random_matrix(n_components, n_features, self.density_, self.random_state)
+
+    def _sparse_out(self, sparse_in):
+        return sparse_in and not self.dense_output
+
+    def _state(self, dtype):
+        matrix = self.components_.astype(self._out_dtype(dtype), copy=False)
+        return ProjectionState(matrix, bool(self.dense_output))
