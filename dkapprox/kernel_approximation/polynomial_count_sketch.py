@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
 
-_TILE_BYTES = 32 * 2**20  # bound on the complex intermediate of one row tile
+_TILE_BYTES = 8 * 2**20  # bound on the complex intermediate of one row tile
 
 
 @dataclass(frozen=True)
