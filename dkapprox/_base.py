@@ -27,16 +27,20 @@ from . import _graph
 from ._validation import BlockCheck, check_input
 
 
-class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator,
+                          auto_wrap_output_keys=None):
     """Base class: fit draws a small state, transform maps it over row blocks."""
 
     _accept_sparse = ("csr", "csc")  # scipy.sparse formats taken as they are
     _non_negative = False  # scikit-learn's ensure_non_negative
     _block_fn = None  # module-level function(block, state) -> block of features
 
+    # scikit-learn's automatic output wrapping would turn a lazy dask result
+    # into a pandas frame, i.e. compute it: we wrap in-memory results by hand
+    # (``_wrap``) and only declare "transform" so that set_output is offered.
+    _sklearn_auto_wrap_output_keys = {"transform"}
+
     def __init_subclass__(cls, **kwargs):
-        # scikit-learn's automatic output wrapping would turn a lazy dask
-        # result into a pandas frame, i.e. compute it; we wrap by hand instead.
         super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
         cls._sklearn_auto_wrap_output_keys = {"transform"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ def additive_chi2_features(block, state):
     log_step = interval * np.log(x_nz)
     step = 2 * x_nz * interval
     for j in range(1, steps):
-        factor = np.sqrt(step / np.cosh(np.pi * j * interval))
+        factor = np.sqrt(step / math.cosh(math.pi * j * interval))
         parts[2 * j - 1][non_zero] = factor * np.cos(j * log_step)
         parts[2 * j][non_zero] = factor * np.sin(j * log_step)
     return out
@@ -50,7 +51,7 @@ def _sparse_features(X, state):
     log_step = interval * np.log(data)
     step = 2 * data * interval
     for j in range(1, steps):
-        factor = np.sqrt(step / np.cosh(np.pi * j * interval))
+        factor = np.sqrt(step / math.cosh(math.pi * j * interval))
         parts += [like(factor * np.cos(j * log_step)), like(factor * np.sin(j * log_step))]
     return sp.hstack(parts, format="csr")
 

@@ -1,0 +1,21 @@
+"""Every public dkapprox transformer, configured small, for the shared contract tests.
+
+Add new estimators here: the contract (chunk invariance, laziness, honest
+metadata, dtype, memory, validation) then runs on them too.
+"""
+
+import dkapprox
+
+CONTRACT_ESTIMATORS = [
+    dkapprox.RBFSampler(n_components=40, random_state=1),
+    dkapprox.RBFSampler(gamma="scale", n_components=40, random_state=1),
+    dkapprox.SkewedChi2Sampler(n_components=30, random_state=1),
+    dkapprox.AdditiveChi2Sampler(sample_steps=3),
+    dkapprox.PolynomialCountSketch(n_components=32, degree=3, coef0=1.0, random_state=1),
+    dkapprox.GaussianRandomProjection(n_components=6, random_state=1),
+    dkapprox.SparseRandomProjection(n_components=6, density=0.4, random_state=1),
+]
+
+
+def ident(estimator):
+    return repr(estimator).replace(" ", "").replace("\n", "")
