@@ -1,0 +1,111 @@
+"""The graph module: state shipped once, graph size, tree reductions (invariants 4 and 5)."""
+
+import inspect
+import io
+import os
+import pickle
+
+import cloudpickle
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from _shipping import CountingRBFSampler
+from distributed import Client, LocalCluster
+from sklearn.base import BaseEstimator
+
+import dkapprox
+from dkapprox import _graph
+from dkapprox._stats import combine_moments, moments
+
+
+def graph_bytes(arr):
+    return len(cloudpickle.dumps(dict(arr.__dask_graph__())))
+
+
+def test_state_is_deserialized_at_most_once_per_worker(tmp_path):
+    log = tmp_path / "unpickled.log"
+    X = np.random.default_rng(0).random((800, 16))
+    est = CountingRBFSampler(n_components=4000, random_state=0, log_path=str(log)).fit(X)  # 0.5 MB state
+    Xd = da.from_array(X, chunks=(4, -1))
+    assert Xd.numblocks[0] == 200
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        worker_pids = set(client.run(os.getpid).values())
+        log.write_text("")
+        Z = est.transform(Xd)
+        result = client.compute(Z).result()
+        lines = log.read_text().split()
+    np.testing.assert_allclose(result, est.transform(X), rtol=1e-12)
+    in_workers = [int(pid) for pid in lines if int(pid) in worker_pids]
+    assert 1 <= len(in_workers) <= len(worker_pids), lines
+    # the scheduler (in this process for a LocalCluster) unpickles the graph once at most
+    assert len(lines) - len(in_workers) <= 1, lines
+
+
+def test_graph_holds_the_state_once_whatever_the_number_of_blocks():
+    X = np.random.default_rng(0).random((2000, 32))
+    small = dkapprox.RBFSampler(n_components=10, random_state=0).fit(X)
+    big = dkapprox.RBFSampler(n_components=20_000, random_state=0).fit(X)  # 5.1 MB of weights
+    state_bytes = big.random_weights_.nbytes + big.random_offset_.nbytes
+    for blocks in (10, 200):
+        Xd = da.from_array(X, chunks=(2000 // blocks, -1))
+        grown = graph_bytes(big.transform(Xd)) - graph_bytes(small.transform(Xd))
+        assert state_bytes * 0.99 < grown < state_bytes * 1.02, (blocks, grown, state_bytes)
+    per_block = (graph_bytes(big.transform(da.from_array(X, chunks=(10, -1))))
+                 - graph_bytes(big.transform(da.from_array(X, chunks=(20, -1))))) / 100
+    assert per_block < 2_000  # a task is a few hundred bytes, never the state
+
+
+def test_graph_never_carries_the_estimator():
+    X = np.random.default_rng(0).random((100, 4))
+    est = dkapprox.RBFSampler(n_components=5, random_state=0).fit(X)
+
+    def estimators_in(graph):
+        """Keys of the tasks whose own pickle holds an estimator (distributed pickles task by task)."""
+        holding = []
+        for key, task in dict(graph).items():
+            found = []
+
+            class Spy(pickle.Pickler):
+                def persistent_id(self, obj):
+                    if isinstance(obj, BaseEstimator) or inspect.ismethod(obj):
+                        found.append(obj)
+                    return None
+
+            Spy(io.BytesIO()).dump(task)
+            if found:
+                holding.append(key)
+        return holding
+
+    Xd = da.from_array(X, chunks=10)
+    assert estimators_in(est.transform(Xd).__dask_graph__()) == []
+    # what a dask user writes today ships the estimator in every task: the spy sees it
+    naive = Xd.map_blocks(est.transform, chunks=(10, 5), meta=np.empty((0, 0)))
+    assert len(estimators_in(naive.__dask_graph__())) == Xd.numblocks[0]
+
+
+def test_map_rows_merges_column_chunks_and_keeps_unknown_rows():
+    X = da.ones((100, 10), chunks=(30, 3))
+    out = _graph.map_rows(X, lambda b, s: b[:, :2] * s, 2.0, n_out=2, dtype=np.float64, name="t")
+    assert out.chunks == ((30, 30, 30, 10), (2,))
+    assert (out.compute() == 2.0).all()
+
+
+@pytest.mark.parametrize("blocks", [1, 7, 64, 65])
+def test_tree_reduce_fan_in_and_result(blocks):
+    X = np.random.default_rng(blocks).normal(size=(blocks * 5, 3))
+    lazy = _graph.tree_reduce(da.from_array(X, chunks=(5, 2)), moments, combine_moments, split_every=8)
+    graph = dict(lazy.__dask_graph__())
+    n, mean, m2, bad = dask.compute(lazy)[0]
+    assert n == X.size and bad == 0
+    assert mean == pytest.approx(X.mean(), rel=1e-12, abs=1e-15)
+    assert m2 / n == pytest.approx(X.var(), rel=1e-12)
+    combines = [k for k in graph if "combine_moments" in str(k)]
+    assert len(combines) <= blocks  # a tree, not one task per pair
+
+
+def test_row_count_of_unknown_chunks():
+    X = da.ones((100, 2), chunks=50)
+    masked = X[X[:, 0] > 0]
+    assert np.isnan(masked.shape[0]) and _graph.row_count(masked) == 100
