@@ -1,0 +1,16 @@
+"""Cluster configs -> a distributed Client.
+
+A config is a small YAML file with a ``kind``: ``local`` (LocalCluster),
+``scheduler`` (an existing scheduler, TLS optional), ``slurm`` and ``pbs``
+(dask-jobqueue, the ``jobqueue`` extra) or ``kubernetes`` (dask-kubernetes,
+the ``kubernetes`` extra). Files are read with ``yaml.safe_load`` and checked
+against a schema per kind; unknown keys are refused by name. Examples live in
+``cluster_configs/`` at the top of the repository.
+"""
+
+from ._config import ClusterConfig, load_config, parse_config
+from ._schema import SCHEMAS, ClusterConfigError
+from ._start import ClusterConnectError, connect, default_config, render
+
+__all__ = ["SCHEMAS", "ClusterConfig", "ClusterConfigError", "ClusterConnectError", "connect",
+           "default_config", "load_config", "parse_config", "render"]

@@ -1,0 +1,188 @@
+"""Start (or reach) the cluster a config describes and hand back a Client."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import yaml
+
+from ._config import ClusterConfig
+from ._schema import ClusterConfigError
+
+logger = logging.getLogger("dkapprox.cluster")
+
+_EXTRAS = {
+    "slurm": ("dask_jobqueue", "jobqueue", "dask-jobqueue"),
+    "pbs": ("dask_jobqueue", "jobqueue", "dask-jobqueue"),
+    "kubernetes": ("dask_kubernetes", "kubernetes", "dask-kubernetes"),
+}
+
+
+class ClusterConnectError(ConnectionError):
+    """The scheduler could not be reached (down, wrong address, or TLS refused)."""
+
+
+def machine_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_config() -> ClusterConfig:
+    """A LocalCluster sized to the machine: one single-threaded worker per core.
+
+    One thread per worker is fastest for our blocks (BLAS runs one thread
+    per worker; several Python threads per worker oversubscribe the cores).
+    """
+    return ClusterConfig("local", {"n_workers": machine_cores(), "threads_per_worker": 1,
+                                   "memory_limit": "auto"}, "<default local cluster>")
+
+
+def _require(kind):
+    module, extra, package = _EXTRAS[kind]
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ClusterConfigError(
+            f"a '{kind}' cluster needs {package}, which is not installed: "
+            f"pip install 'dkapprox[{extra}]'"
+        ) from None
+
+
+def security(tls: dict | None):
+    """distributed's Security for a ``tls`` section (None without one)."""
+    if not tls:
+        return None
+    from distributed.security import Security
+
+    return Security(
+        tls_ca_file=tls["ca_file"],
+        tls_client_cert=tls.get("cert"),
+        tls_client_key=tls.get("key"),
+        require_encryption=tls.get("require_encryption", True),
+    )
+
+
+def jobqueue_kwargs(options: dict) -> dict:
+    """Constructor keywords of SLURMCluster/PBSCluster (sizes and adapt removed)."""
+    return {k: v for k, v in options.items() if k not in ("jobs", "adapt")}
+
+
+def kubernetes_kwargs(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k != "adapt"}
+
+
+def render(config: ClusterConfig) -> str:
+    """What starting ``config`` would submit, without submitting anything.
+
+    slurm/pbs: the batch script dask-jobqueue writes for each job (the
+    scheduler address is a placeholder until the scheduler starts);
+    kubernetes: the DaskCluster resource as YAML; local/scheduler: a summary.
+    """
+    if config.kind in ("slurm", "pbs"):
+        jq = _require(config.kind)
+        job_cls = jq.SLURMCluster.job_cls if config.kind == "slurm" else jq.PBSCluster.job_cls
+        kw = jobqueue_kwargs(config.options)
+        kw.pop("scheduler_options", None)
+        return job_cls("tcp://<insert-scheduler-address-here>:8786", name="dummy-name",
+                       config_name=config.kind, **kw).job_script()
+    if config.kind == "kubernetes":
+        _require("kubernetes")
+        from dask_kubernetes.operator import make_cluster_spec
+
+        kw = {k: v for k, v in kubernetes_kwargs(config.options).items()
+              if k in ("n_workers", "resources", "env", "worker_command", "image",
+                       "idle_timeout", "scheduler_service_type")}
+        spec = make_cluster_spec(config.options["name"], **kw)
+        if config.options.get("namespace"):
+            spec["metadata"]["namespace"] = config.options["namespace"]
+        return yaml.dump(spec, Dumper=_NoAliasDumper, sort_keys=False)
+    return yaml.safe_dump({"kind": config.kind, **config.options}, sort_keys=False)
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a shared dict twice instead of as a YAML anchor (kubectl users read this)."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def _start_cluster(config: ClusterConfig):
+    """The cluster object for a config (None for an existing scheduler)."""
+    opts = config.options
+    if config.kind == "local":
+        from distributed import LocalCluster
+
+        kw = dict(opts)
+        kw.setdefault("threads_per_worker", 1)
+        kw.setdefault("dashboard_address", ":8787")
+        if kw["dashboard_address"] is None:
+            # the scheduler serves /health on 8787 even without a dashboard; any free port will do
+            kw["dashboard_address"] = None
+            kw["scheduler_kwargs"] = {"dashboard_address": ":0"}
+        return LocalCluster(**kw)
+    if config.kind in ("slurm", "pbs"):
+        jq = _require(config.kind)
+        cls = jq.SLURMCluster if config.kind == "slurm" else jq.PBSCluster
+        cluster = cls(**jobqueue_kwargs(opts))
+        if "adapt" in opts:
+            cluster.adapt(**opts["adapt"])
+        else:
+            cluster.scale(jobs=opts.get("jobs", 1))
+        return cluster
+    if config.kind == "kubernetes":
+        _require("kubernetes")
+        from dask_kubernetes.operator import KubeCluster
+
+        cluster = KubeCluster(**kubernetes_kwargs(opts))
+        if "adapt" in opts:
+            cluster.adapt(**opts["adapt"])
+        return cluster
+    return None
+
+
+@contextlib.contextmanager
+def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None):
+    """A distributed Client for ``config`` (or a scheduler address), closed on exit.
+
+    Without either, a LocalCluster sized to the machine. The cluster is shut
+    down on exit if this function started it; an existing scheduler is left
+    running.
+
+    Examples
+    --------
+    >>> from dkapprox.cluster import connect, parse_config
+    >>> with connect(parse_config("kind: local\\nn_workers: 1\\nprocesses: false\\n"
+    ...                           "dashboard_address: null")) as client:
+    ...     client.submit(sum, [1, 2]).result()
+    3
+    """
+    from distributed import Client
+
+    if config is not None and scheduler is not None:
+        raise ClusterConfigError("give a cluster config or a scheduler address, not both")
+    if scheduler is not None:
+        config = ClusterConfig("scheduler", {"address": scheduler}, "--scheduler")
+    config = config or default_config()
+    cluster = _start_cluster(config)
+    try:
+        if cluster is None:
+            address = config.options["address"]
+            try:
+                client = Client(address, security=security(config.options.get("tls")),
+                                timeout=config.options.get("timeout", 30))
+            except (OSError, TimeoutError) as exc:
+                raise ClusterConnectError(f"cannot reach the scheduler at {address}: {exc}") from None
+        else:
+            client = Client(cluster)
+        try:
+            logger.info("dask dashboard: %s", client.dashboard_link)
+            yield client
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,73 @@
+"""SLURM/PBS configs render the job script dask-jobqueue submits; Kubernetes its DaskCluster."""
+
+import re
+from pathlib import Path
+
+import dask_jobqueue as jobqueue
+import pytest
+import yaml
+
+from dkapprox.cluster import connect, load_config, parse_config, render
+from dkapprox.cluster._start import jobqueue_kwargs
+
+CONFIGS = Path(__file__).parents[2] / "cluster_configs"
+
+
+def test_slurm_script_carries_every_setting():
+    script = render(load_config(CONFIGS / "slurm.yaml"))
+    for line in ["#SBATCH -J dkapprox", "#SBATCH -p normal", "#SBATCH -A my-project",
+                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32G", "#SBATCH -t 02:00:00",
+                 "#SBATCH --exclusive", "#SBATCH -e logs/dkapprox/dkapprox-%J.err",
+                 "module load python/3.12", "source ~/venvs/dkapprox/bin/activate"]:
+        assert line in script.splitlines(), line
+    worker = script.splitlines()[-1]
+    assert worker.startswith("python -m distributed.cli.dask_worker tcp://")
+    assert "--nworkers 8" in worker and "--nthreads 1" in worker
+    assert "--memory-limit 4.00GiB" in worker and "--local-directory $TMPDIR" in worker
+
+
+def test_pbs_script_carries_every_setting():
+    script = render(load_config(CONFIGS / "pbs.yaml"))
+    for line in ["#PBS -N dkapprox", "#PBS -q workq", "#PBS -A my-project",
+                 "#PBS -l select=1:ncpus=8:mem=32GB", "#PBS -l walltime=02:00:00"]:
+        assert line in script.splitlines(), line
+    assert "--nworkers 8" in script.splitlines()[-1]
+
+
+@pytest.mark.parametrize("name, cluster_cls", [("slurm", "SLURMCluster"), ("pbs", "PBSCluster")])
+def test_rendered_script_is_the_one_the_cluster_would_submit(name, cluster_cls):
+    config = load_config(CONFIGS / f"{name}.yaml")
+    kwargs = jobqueue_kwargs(config.options)
+    kwargs["scheduler_options"] = {"host": "127.0.0.1", "dashboard_address": ":0"}
+    # The real cluster object (its scheduler runs here; no job is submitted without scale()).
+    with getattr(jobqueue, cluster_cls)(**kwargs) as cluster:
+        submitted = cluster.job_script()
+        address = cluster.scheduler.address
+    assert re.sub(re.escape(address), "tcp://<insert-scheduler-address-here>:8786", submitted) == render(config)
+
+
+def test_adapt_and_jobs_reach_the_cluster_without_a_batch_system(tmp_path):
+    # scale(jobs=0) submits nothing, so the whole start path runs here.
+    config = parse_config("kind: slurm\ncores: 1\nmemory: 1GiB\njobs: 0\n"
+                          "scheduler_options: {host: 127.0.0.1, dashboard_address: ':0'}\n")
+    with connect(config) as client:
+        assert type(client.cluster).__name__ == "SLURMCluster"
+        assert client.scheduler_info()["workers"] == {}
+
+
+def test_kubernetes_renders_the_daskcluster_resource():
+    spec = yaml.safe_load(render(load_config(CONFIGS / "kubernetes.yaml")))
+    assert spec["kind"] == "DaskCluster"
+    assert spec["metadata"] == {"name": "dkapprox", "namespace": "data-jobs"}
+    assert spec["spec"]["idleTimeout"] == 3600
+    worker = spec["spec"]["worker"]
+    assert worker["replicas"] == 8
+    container = worker["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/dask/dask:latest"
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "4Gi"}
+    assert {"name": "EXTRA_PIP_PACKAGES", "value": "dkapprox s3fs"} in container["env"]
+
+
+def test_local_and_scheduler_render_a_summary():
+    text = render(load_config(CONFIGS / "local.yaml"))
+    assert yaml.safe_load(text)["n_workers"] == 2
