@@ -184,10 +184,11 @@ class RandomFourierFeatures(BlockwiseTransformer):
 
     def _fit(self, X):
         if self.features == "sincos" and self.n_components % 2:
+            n = self.n_components
+            even = f"{n - 1} or {n + 1}" if n > 1 else f"{n + 1}"
             raise ValueError(
                 f"n_components must be even with features='sincos' (each frequency gives a cos "
-                f"and a sin feature); got n_components={self.n_components}. Use "
-                f"{self.n_components - 1} or {self.n_components + 1}, or features='cos'.")
+                f"and a sin feature); got n_components={n}. Use {even}, or features='cos'.")
         rs = check_random_state(self.random_state)
         n_features = X.shape[1]
         with_offset = self.features == "cos"
@@ -208,8 +209,8 @@ class RandomFourierFeatures(BlockwiseTransformer):
         else:
             draw = sampling.gaussian_iid if self.sampling == "iid" else sampling.gaussian_orthogonal
             self.random_weights_ = draw(rs, n_features, n_freq) * spectrum.scales(rs, n_freq, n_features)
-            if with_offset:
-                offset = rs.uniform(0, 2 * np.pi, size=n_freq)
+        if with_offset and self.sampling != "qmc":  # after the weights: RBFSampler's order
+            offset = rs.uniform(0, 2 * np.pi, size=n_freq)
         self.random_offset_ = offset
 
     @property

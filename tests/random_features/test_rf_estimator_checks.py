@@ -1,0 +1,33 @@
+"""scikit-learn's own estimator checks on representative random-feature configurations."""
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeatures
+
+ESTIMATORS = [
+    RandomFourierFeatures(n_components=20, random_state=0),
+    RandomFourierFeatures(n_components=20, kernel="laplacian", features="sincos", sampling="orthogonal",
+                          random_state=0),
+    RandomFourierFeatures(n_components=20, kernel="matern", nu=2.5, sampling="structured", random_state=0),
+    RandomFourierFeatures(n_components=20, kernel="cauchy", features="sincos", sampling="qmc", random_state=0),
+    RandomBinningFeatures(n_components=64, n_grids=8, random_state=0),
+    RandomBinningFeatures(n_components=64, n_grids=8, dense_output=True, random_state=0),
+]
+
+
+# These checks set n_components=1, which features='sincos' rejects on purpose (a frequency
+# gives two features); the 'cos' configurations run them on the same code otherwise.
+SETS_N_COMPONENTS_TO_ONE = ["check_dont_overwrite_parameters", "check_fit2d_predict1d",
+                            "check_methods_subset_invariance", "check_methods_sample_order_invariance",
+                            "check_fit2d_1sample", "check_fit2d_1feature"]
+
+
+def expected_failed_checks(estimator):
+    if getattr(estimator, "features", None) == "sincos":
+        return {name: "features='sincos' needs an even n_components" for name in SETS_N_COMPONENTS_TO_ONE}
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
