@@ -114,9 +114,12 @@ class RandomFourierFeatures(BlockwiseTransformer):
           applied with a fast Walsh-Hadamard transform in
           ``O(n_components log n_features)`` per row after padding
           ``n_features`` to a power of two; the dense matrix is never built.
-          Rows are rescaled by the kernel's radial distribution; for the
-          product spectra one draw of coordinate scales is shared by each
-          block of the padded size.
+          Rows are rescaled by the kernel's radial distribution. For the
+          product spectra (laplacian, cauchy) one draw of coordinate scales
+          is shared by each block of the padded size: still unbiased, but
+          the error is several times iid's (4-14x for laplacian in
+          ``benchmarks/bench_random_features.py``); prefer 'orthogonal' or
+          'qmc' for those kernels.
         - ``'qmc'``: a scrambled Sobol sequence seeded from ``random_state``,
           mapped through the spectral distribution's inverse CDF
           (:mod:`scipy.stats.qmc`).
