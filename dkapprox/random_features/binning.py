@@ -63,13 +63,18 @@ def binning_features(block, state):
         block = block.toarray()  # a zero coordinate falls in a cell like any value
     n_rows = block.shape[0]
     n_grids = state.pitches.shape[0]
-    columns = np.empty((n_rows, n_grids), dtype=np.int64)
+    # scipy.sparse keeps int32 indices when they fit: build them so, not as an int64 copy
+    columns = np.empty((n_rows, n_grids), dtype=np.int32 if state.n_components <= 2**31 else np.int64)
     values = np.empty((n_rows, n_grids), dtype=block.dtype)
     scale = 1.0 / math.sqrt(n_grids)
     width = np.uint64(state.n_components)
     for g in range(n_grids):
-        cells = np.floor((block - state.shifts[g]) / state.pitches[g]).astype(np.int64)
-        h = (cells.view(np.uint64) * state.multipliers[g]).sum(axis=1, dtype=np.uint64)
+        scaled = block - state.shifts[g]
+        scaled /= state.pitches[g]
+        cells = np.floor(scaled, out=scaled).astype(np.int64).view(np.uint64)
+        del scaled
+        cells *= state.multipliers[g]  # wraps modulo 2**64, as the hash wants
+        h = cells.sum(axis=1, dtype=np.uint64)
         h += state.increments[g]
         h = _fmix64(h)
         columns[:, g] = ((h >> _S32) * width) >> _S32  # high 32 bits mapped onto [0, n_components)
