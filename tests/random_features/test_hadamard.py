@@ -9,6 +9,9 @@ from dkapprox.random_features.hadamard import StructuredProjection, dense_matrix
 from dkapprox.random_features.sampling import structured
 from dkapprox.random_features.spectra import Spectrum
 
+# structured sampling of the product spectra warns on purpose (tested below)
+pytestmark = pytest.mark.filterwarnings("ignore:sampling='structured' shares:UserWarning")
+
 
 @pytest.mark.parametrize("p", [1, 2, 4, 8, 16, 32, 64, 128, 256, 4096])
 def test_fwht_is_the_hadamard_matrix_product(p, dtype):

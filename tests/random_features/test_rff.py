@@ -13,6 +13,9 @@ from dkapprox.random_features import RandomFourierFeatures
 from dkapprox.random_features.sampling import gaussian_orthogonal
 from dkapprox.random_features.spectra import Spectrum
 
+# structured sampling of the product spectra warns on purpose (tested below)
+pytestmark = pytest.mark.filterwarnings("ignore:sampling='structured' shares:UserWarning")
+
 KERNELS = {
     "rbf": dict(kernel="rbf", gamma=0.1),
     "laplacian": dict(kernel="laplacian", gamma=0.2),
@@ -181,3 +184,9 @@ def test_same_seed_same_graph():
     b = RandomFourierFeatures(32, sampling="structured", random_state=1).fit(X).transform(X)
     c = RandomFourierFeatures(32, sampling="structured", random_state=2).fit(X).transform(X)
     assert a.name == b.name != c.name
+
+
+@pytest.mark.parametrize("kernel", ["laplacian", "cauchy"])
+def test_structured_sampling_of_a_product_spectrum_warns(kernel):
+    with pytest.warns(UserWarning, match=f"shares one draw of coordinate scales per block for the {kernel}"):
+        RandomFourierFeatures(16, kernel=kernel, sampling="structured").fit(np.zeros((2, 3)))
