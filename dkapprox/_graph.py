@@ -37,7 +37,9 @@ def as_dask(X) -> da.Array:
     if isinstance(X, da.Array):
         return X
     if _is_zarr(X):
-        return da.from_zarr(X)
+        from .io import open_array  # zarr metadata is checked (dtype, chunk count) in dkapprox.io
+
+        return open_array(X)
     raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
 
 
@@ -136,3 +138,57 @@ def row_count(X: da.Array) -> int:
 
 def _nrows(block):
     return block.shape[0]
+
+
+def store_blocks(X: da.Array, write_block, blocks, *, name):
+    """Call ``write_block(block, index)`` on chosen blocks of ``X``; a delayed count of calls.
+
+    Only the listed blocks of ``X`` (and what they depend on) are computed when
+    the result is computed, so a resumed job recomputes nothing already
+    stored. ``write_block`` (a small picklable object that knows the output
+    store) enters the graph once, as a state does; it must write exactly its
+    block's region and then record it, so that no two tasks share an output
+    chunk and a record never precedes its data.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+    write_block : callable
+        ``write_block(block, index)`` with ``index`` a tuple of block indices.
+    blocks : iterable of tuple of int
+        Indices into ``X.numblocks`` to write, in the order tasks are listed.
+    name : str
+        Key prefix, unique to this write (tasks have side effects).
+    """
+    parts = X.to_delayed()
+    shipped = dask.delayed(write_block, name=f"{name}-writer", traverse=False)
+    write = dask.delayed(_write_one, pure=False)
+    tasks = []
+    for index in blocks:
+        index = tuple(int(i) for i in index)
+        key = f"{name}-{'-'.join(map(str, index))}"
+        tasks.append(write(parts[index], shipped, index, dask_key_name=key))
+    return dask.delayed(len, pure=False)(tasks, dask_key_name=f"{name}-count")
+
+
+def _write_one(block, write_block, index):
+    write_block(block, index)
+    return index
+
+
+def graph_constants(X: da.Array, predicate, *, max_layer_size=4):
+    """Objects held as plain values in ``X``'s graph (e.g. the zarr array under ``from_array``).
+
+    Only small materialized layers are looked at (the ones ``from_array`` and
+    ``delayed`` make), so this costs nothing on large graphs.
+    """
+    found = []
+    for layer in X.__dask_graph__().layers.values():
+        mapping = getattr(layer, "mapping", None)
+        if not isinstance(mapping, dict) or len(mapping) > max_layer_size:
+            continue
+        for value in mapping.values():
+            value = getattr(value, "value", value)  # a DataNode wraps literal values
+            if predicate(value):
+                found.append(value)
+    return found

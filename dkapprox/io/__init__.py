@@ -1,0 +1,20 @@
+"""Storage: Zarr in and out (resumable, honest), model files without pickle.
+
+This package is the only code in dkapprox that touches Zarr:
+
+- :func:`open_array`: a Zarr array (path, fsspec URL, group + component, or
+  an open node) as a dask array aligned to its chunks, hostile metadata refused;
+- :func:`write_features`: a dask array to a Zarr output store, one chunk per
+  block, planned, resumable after any kill, marked complete last;
+- :func:`open_features`: read such a store back (complete ones only, by default);
+- :func:`describe`: a JSON description of a store or a model directory;
+- :func:`save`, :func:`load`, :func:`fingerprint`: model files without pickle.
+"""
+
+from .describe import describe
+from .model_files import fingerprint, load, save
+from .writer import PendingWrite, WriteReport, write_features
+from .zarr_store import open_array, open_features
+
+__all__ = ["PendingWrite", "WriteReport", "describe", "fingerprint", "load", "open_array", "open_features",
+           "save", "write_features"]

@@ -1,0 +1,95 @@
+"""Where a store lives: a local path or an fsspec URL, and whether one lies inside another."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+
+from ..errors import InputDataError
+
+
+@dataclass(frozen=True)
+class Location:
+    """A store's place, as users name it in messages and as zarr and fsspec open it.
+
+    ``url`` is an absolute local path (symlinks resolved) or the fsspec URL;
+    ``protocol`` is ``"file"`` for local paths; ``path`` the path without the
+    protocol (absolute for local paths).
+    """
+
+    url: str
+    protocol: str
+    path: str
+    storage_options: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def local(self) -> bool:
+        return self.protocol == "file"
+
+    def store(self, *, read_only: bool):
+        """A zarr store for this place (LocalStore for local paths)."""
+        from zarr.storage import FsspecStore, LocalStore
+
+        if self.local:
+            return LocalStore(self.path, read_only=read_only)
+        return FsspecStore.from_url(self.url, storage_options=self.storage_options or None,
+                                    read_only=read_only)
+
+    def filesystem(self):
+        """The fsspec filesystem and the path in it (for existence checks and deletion)."""
+        from fsspec.core import url_to_fs
+
+        if self.local:
+            from fsspec.implementations.local import LocalFileSystem
+
+            return LocalFileSystem(), self.path
+        fs, path = url_to_fs(self.url, **self.storage_options)
+        return fs, path
+
+    def __str__(self):
+        return self.url
+
+
+def locate(source, storage_options=None) -> Location:
+    """The :class:`Location` of a path or URL (``str`` or ``os.PathLike``)."""
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str) or not source:
+        raise TypeError(f"expected a path or URL, got {type(source).__name__}")
+    protocol, sep, rest = source.partition("://")
+    if not sep or protocol == "file":
+        local = rest if sep else source
+        path = os.path.realpath(os.path.expanduser(local))
+        return Location(path, "file", path, dict(storage_options or {}))
+    if "::" in source:
+        raise InputDataError(f"{source}: chained fsspec URLs are not supported; open the store yourself "
+                             "and pass the zarr array or group.")
+    path = posixpath.normpath("/" + rest).lstrip("/")
+    return Location(f"{protocol}://{path}", protocol, path, dict(storage_options or {}))
+
+
+def location_of_node(node) -> Location | None:
+    """Where a zarr array or group is stored, or None (memory and unknown stores)."""
+    store = getattr(node, "store", None)
+    node_path = getattr(node, "path", "") or ""
+    root = getattr(store, "root", None)  # LocalStore
+    if root is not None:
+        return locate(os.path.join(os.fspath(root), node_path))
+    fs = getattr(store, "fs", None)  # FsspecStore
+    if fs is not None:
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        base = posixpath.join(store.path, node_path)
+        if protocol in ("file", "local"):
+            return locate(base)
+        return locate(f"{protocol}://{base.lstrip('/')}")
+    return None
+
+
+def is_inside(inner: Location, outer: Location) -> bool:
+    """True if ``inner`` is ``outer`` or lies anywhere below it."""
+    if inner.protocol != outer.protocol:
+        return False
+    a = inner.path.rstrip("/")
+    b = outer.path.rstrip("/")
+    return a == b or a.startswith(b + "/")

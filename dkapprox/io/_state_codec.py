@@ -1,0 +1,252 @@
+"""An estimator's parameters and fitted state as JSON plus named NumPy arrays, and back.
+
+Encoding is generic: parameters come from ``get_params(deep=False)``; the
+fitted state is every other entry of the instance ``__dict__`` (public
+attributes ending in ``_`` and private ones such as RBFSampler's ``_gamma``).
+Values are JSON scalars, or one-key tagged objects::
+
+    {"__ndarray__": name}                      numeric, bool or fixed-width string array (a .npy)
+    {"__sparse__": fmt, "class", "shape", ...}  csr / csc / coo matrix or array, parts as arrays
+    {"__strings__": [...]}                      object array of str (feature_names_in_)
+    {"__scalar__": dtype, "value": v}           NumPy scalar
+    {"__float__": "nan" | "inf" | "-inf"}
+    {"__tuple__": [...]}, {"__dict__": {...}}
+    {"__estimator__": {"class", "params", "attributes"}}   a nested public dkapprox estimator
+
+Decoding builds only allow-listed classes (public dkapprox estimators, looked
+up by name), NumPy arrays and scipy.sparse containers; it imports nothing named
+in a file and runs no code but the estimator's ``__init__`` (which only stores
+its parameters, a scikit-learn convention).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import re
+from functools import lru_cache
+
+import numpy as np
+import scipy.sparse as sp
+
+_ARRAY_KINDS = "biufcUS"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+_SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
+                 "coo": ("data", "row", "col")}
+_SKIPPED_PACKAGES = {"io", "cluster"}  # no estimators there; importing them would only cost time
+
+
+class StateError(ValueError):
+    """Something in the document is not what this format allows (turned into ModelFileError)."""
+
+
+@lru_cache(maxsize=1)
+def public_estimators() -> dict:
+    """Name -> class for dkapprox's public estimator classes (names defined twice are left out)."""
+    from sklearn.base import BaseEstimator
+
+    import dkapprox
+
+    modules = [dkapprox]
+    for info in pkgutil.iter_modules(dkapprox.__path__):
+        if info.ispkg and not info.name.startswith("_") and info.name not in _SKIPPED_PACKAGES:
+            modules.append(importlib.import_module(f"dkapprox.{info.name}"))
+    found, clashes = {}, set()
+    for module in modules:
+        names = getattr(module, "__all__", [n for n in dir(module) if not n.startswith("_")])
+        for name in names:
+            obj = getattr(module, name, None)
+            if (isinstance(obj, type) and issubclass(obj, BaseEstimator)
+                    and obj.__module__.startswith("dkapprox.")):
+                if found.get(name, obj) is not obj:
+                    clashes.add(name)
+                found[name] = obj
+    return {name: cls for name, cls in found.items() if name not in clashes}
+
+
+def class_name(estimator) -> str:
+    cls = type(estimator)
+    if public_estimators().get(cls.__name__) is not cls:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} is not a public dkapprox estimator class; "
+                        "only those can be saved without pickle")
+    return cls.__name__
+
+
+def param_names(estimator) -> list:
+    return sorted(estimator.get_params(deep=False))
+
+
+def fitted_names(estimator) -> list:
+    params = set(param_names(estimator))
+    return sorted(k for k in vars(estimator) if k not in params and not k.startswith("__"))
+
+
+class Encoder:
+    """Collects arrays (name -> ndarray) while turning values into JSON."""
+
+    def __init__(self):
+        self.arrays = {}
+
+    def estimator(self, est, prefix=""):
+        name = class_name(est)
+        params = est.get_params(deep=False)
+        return {
+            "class": name,
+            "params": {k: self.value(params[k], f"{prefix}{k}", what="parameter") for k in param_names(est)},
+            "attributes": {k: self.value(getattr(est, k), f"{prefix}{k}", what="fitted attribute")
+                           for k in fitted_names(est)},
+        }
+
+    def value(self, v, path, *, what):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return v if math.isfinite(v) else {"__float__": repr(v)}
+        if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+            return {"__scalar__": v.dtype.str, "value": self.value(v.item(), path, what=what)}
+        if isinstance(v, np.ndarray):
+            return self._ndarray(v, path, what)
+        if sp.issparse(v):
+            return self._sparse(v, path, what)
+        if isinstance(v, (list, tuple)):
+            items = [self.value(x, f"{path}.{i}", what=what) for i, x in enumerate(v)]
+            return items if isinstance(v, list) else {"__tuple__": items}
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+            return {"__dict__": {k: self.value(x, f"{path}.{k}", what=what) for k, x in v.items()}}
+        if type(v).__name__ in public_estimators() and public_estimators()[type(v).__name__] is type(v):
+            return {"__estimator__": self.estimator(v, prefix=f"{path}.")}
+        hint = ""
+        if isinstance(v, np.random.RandomState):
+            hint = " (pass an int random_state: the fitted arrays are what a model file keeps)"
+        elif callable(v):
+            hint = " (a callable is code, and model files hold no code: use a named kernel)"
+        raise TypeError(f"cannot save {what} {path!r}: {type(v).__module__}.{type(v).__qualname__} is not "
+                        f"JSON-safe{hint}")
+
+    def _ndarray(self, v, path, what):
+        if v.dtype.kind == "O":
+            if all(isinstance(x, str) for x in v.flat) and v.ndim == 1:
+                return {"__strings__": [str(x) for x in v]}
+            raise TypeError(f"cannot save {what} {path!r}: object arrays hold Python objects, not numbers")
+        if v.dtype.kind not in _ARRAY_KINDS or v.dtype.fields is not None:
+            raise TypeError(f"cannot save {what} {path!r}: arrays of dtype {v.dtype} are not supported")
+        self.arrays[path] = v
+        return {"__ndarray__": path}
+
+    def _sparse(self, v, path, what):
+        fmt = v.format
+        if fmt not in _SPARSE_PARTS:
+            raise TypeError(f"cannot save {what} {path!r}: sparse format {fmt!r} (use csr, csc or coo)")
+        doc = {"__sparse__": fmt, "class": "array" if isinstance(v, sp.sparray) else "matrix",
+               "shape": [int(s) for s in v.shape]}
+        for part in _SPARSE_PARTS[fmt]:
+            doc[part] = self._ndarray(np.asarray(getattr(v, part)), f"{path}.{part}", what)
+        return doc
+
+
+class Decoder:
+    """Rebuilds values from JSON and the arrays a file holds (name -> ndarray)."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def estimator(self, doc):
+        if not isinstance(doc, dict) or set(doc) != {"class", "params", "attributes"}:
+            raise StateError("an estimator entry needs exactly 'class', 'params' and 'attributes'")
+        cls = public_estimators().get(doc["class"]) if isinstance(doc["class"], str) else None
+        if cls is None:
+            raise StateError(f"unknown estimator class {doc['class']!r} (not a public dkapprox class)")
+        params, attrs = doc["params"], doc["attributes"]
+        if not isinstance(params, dict) or not isinstance(attrs, dict):
+            raise StateError("'params' and 'attributes' must be objects")
+        expected = sorted(cls._get_param_names())
+        if sorted(params) != expected:
+            raise StateError(f"{doc['class']} takes parameters {expected}, the file has {sorted(params)}")
+        est = cls(**{k: self.value(v) for k, v in params.items()})
+        for name, value in attrs.items():
+            if not _NAME.match(name) or name.startswith("__") or name in params:
+                raise StateError(f"invalid fitted attribute name {name!r}")
+            est.__dict__[name] = self.value(value)  # no setattr: no descriptor or property runs
+        return est
+
+    def value(self, v):
+        if v is None or isinstance(v, (bool, str, int, float)):
+            return v
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        tags = [k for k in v if k.startswith("__")] if isinstance(v, dict) else []
+        if len(tags) != 1:
+            raise StateError(f"unexpected JSON value {str(v)[:80]!r}")
+        tag = tags[0]
+        body = v[tag]
+        if tag == "__ndarray__" and len(v) == 1:
+            return self._array(body)
+        if tag == "__strings__" and len(v) == 1 and isinstance(body, list) and all(isinstance(s, str) for s in body):
+            out = np.empty(len(body), dtype=object)
+            out[:] = body
+            return out
+        if tag == "__scalar__" and set(v) == {"__scalar__", "value"}:
+            dtype = _dtype(body)
+            if dtype.kind not in "biuf":
+                raise StateError(f"scalar dtype {body!r} is not a number type")
+            return dtype.type(self.value(v["value"]))
+        if tag == "__float__" and len(v) == 1 and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "__tuple__" and len(v) == 1 and isinstance(body, list):
+            return tuple(self.value(x) for x in body)
+        if tag == "__dict__" and len(v) == 1 and isinstance(body, dict):
+            return {k: self.value(x) for k, x in body.items()}
+        if tag == "__estimator__" and len(v) == 1:
+            return self.estimator(body)
+        if tag == "__sparse__":
+            return self._sparse(v)
+        raise StateError(f"unexpected tagged value {tag!r}")
+
+    def _array(self, name):
+        if not isinstance(name, str) or name not in self.arrays:
+            raise StateError(f"array {name!r} is referenced but not in the file")
+        return self.arrays[name]
+
+    def _sparse(self, v):
+        fmt = v["__sparse__"]
+        if fmt not in _SPARSE_PARTS or set(v) != {"__sparse__", "class", "shape", *_SPARSE_PARTS[fmt]}:
+            raise StateError(f"invalid sparse entry of format {fmt!r}")
+        shape = v["shape"]
+        if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(s, int) and s >= 0 for s in shape)):
+            raise StateError(f"invalid sparse shape {shape!r}")
+        parts = [self.value(v[p]) for p in _SPARSE_PARTS[fmt]]
+        if not all(isinstance(p, np.ndarray) and p.ndim == 1 for p in parts):
+            raise StateError("sparse parts must be 1-D arrays")
+        kind = {"matrix": "_matrix", "array": "_array"}.get(v["class"])
+        if kind is None:
+            raise StateError(f"invalid sparse class {v['class']!r}")
+        cls = getattr(sp, fmt + kind)
+        try:
+            if fmt == "coo":
+                out = cls((parts[0], (parts[1], parts[2])), shape=tuple(shape))
+                out.row, out.col = parts[1], parts[2]
+            else:
+                out = cls(tuple(parts), shape=tuple(shape))
+                out.indices, out.indptr = parts[1], parts[2]  # keep the saved index dtypes
+                out.check_format(full_check=True)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise StateError(f"invalid sparse {fmt} parts: {exc}") from exc
+        return out
+
+
+def _dtype(text):
+    try:
+        dtype = np.dtype(text)
+    except TypeError as exc:
+        raise StateError(f"invalid dtype {text!r}") from exc
+    return dtype
+
+
+def check_array_name(name):
+    if not isinstance(name, str) or not _ARRAY_NAME.match(name) or ".." in name or len(name) > 200:
+        raise StateError(f"invalid array name {name!r}")
+    return name

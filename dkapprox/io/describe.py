@@ -1,0 +1,69 @@
+"""describe(path): what a model directory, a dkapprox output store or a Zarr store holds, as JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._location import locate
+from .model_files import describe_model, is_model_dir
+from .zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
+
+__all__ = ["describe"]
+
+
+def describe(path, *, storage_options=None) -> dict:
+    """A JSON-safe description of a model directory or a Zarr store (metadata only).
+
+    ``kind`` says which it is:
+
+    - ``"model"``: class, params, arrays (dtype, shape), state_bytes,
+      fingerprint, format and package versions (see :func:`dkapprox.io.save`);
+    - ``"features"``: a dkapprox output store: shape, chunks, dtype,
+      compression, status (``"writing"`` or ``"complete"``), blocks_total,
+      blocks_done, plan, package_version, created and completed times;
+    - ``"array"`` / ``"group"``: any other Zarr array (shape, chunks, dtype,
+      zarr_format) or group (its arrays).
+
+    Raises
+    ------
+    InputMissingError
+        Nothing at ``path``.
+    InputDataError, ModelFileError
+        Broken metadata.
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import describe, write_features
+    >>> out = tempfile.mkdtemp() + "/z.zarr"
+    >>> _ = write_features(da.ones((100, 4), chunks=(50, 4)), out, plan={"job": "ones"})
+    >>> d = describe(out)
+    >>> d["kind"], d["status"], d["blocks_done"], d["shape"]
+    ('features', 'complete', 2, [100, 4])
+    """
+    loc = locate(path, storage_options)
+    if loc.local and is_model_dir(loc.path):
+        return describe_model(loc.path)
+    node, where = open_node(path, storage_options=storage_options)
+    with reading(where):
+        if hasattr(node, "shape"):
+            return {"kind": "array", "path": where, **_array_fields(node),
+                    "zarr_format": node.metadata.zarr_format}
+        info = output_attributes(node)
+        if info is None:
+            return {"kind": "group", "path": where, "zarr_format": node.metadata.zarr_format,
+                    "arrays": {name: _array_fields(a) for name, a in sorted(node.arrays())}}
+        done = blocks_done(node)
+        layout = info["layout"]
+        return {
+            "kind": "features", "path": where, "shape": layout["shape"], "chunks": layout["chunks"],
+            "dtype": np.dtype(layout["dtype"]).name, "compression": layout.get("compression"),
+            "status": info.get("status"), "blocks_total": int(done.size), "blocks_done": int(done.sum()),
+            "plan": info.get("plan"), "package_version": info.get("package_version"),
+            "created": info.get("created"), "completed": info.get("completed"),
+            "features_array": FEATURES,
+        }
+
+
+def _array_fields(z) -> dict:
+    return {"shape": [int(s) for s in z.shape], "chunks": [int(c) for c in z.chunks], "dtype": str(z.dtype)}

@@ -1,0 +1,295 @@
+"""Model files without pickle: a directory of .npy arrays plus one JSON document.
+
+::
+
+    MODEL/model.json          format, format_version, package_version, class, estimator
+                              (parameters and fitted state, see _state_codec), arrays
+                              (file, sha256, dtype, shape), fingerprint, state_bytes
+    MODEL/arrays/NAME.npy     one per fitted array, written with allow_pickle=False
+
+Loading reads the JSON (at most 64 MiB, strict: no NaN literals), checks every
+array file against its sha256, loads it with ``allow_pickle=False``, rebuilds
+the estimator from an allow-list of public dkapprox classes, and checks the
+fingerprint of the result against the one recorded, so a modified parameter is
+caught as surely as a modified array. A save goes to a temporary directory
+beside ``path`` and is renamed into place, so a killed save never leaves half a
+model under the real name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import uuid
+
+import numpy as np
+
+from ..errors import InputMissingError, ModelFileError, OutputExistsError
+from ._common import canonical_json, package_version, utc_now
+from ._state_codec import Decoder, Encoder, StateError, check_array_name
+
+FORMAT = "dkapprox-model"
+FORMAT_VERSION = 1
+MODEL_JSON = "model.json"
+ARRAYS = "arrays"
+MAX_JSON_BYTES = 64 * 2**20
+
+__all__ = ["describe_model", "fingerprint", "is_model_dir", "load", "save"]
+
+
+def fingerprint(estimator) -> str:
+    """A stable hash of an estimator's class, parameters and fitted state.
+
+    Equal for equal models whatever the process, machine or save/load round
+    trips; different if any parameter, fitted array (its dtype, shape or any
+    bit) or other fitted attribute differs. Works on unfitted estimators too
+    (class and parameters only).
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` followed by 64 hex digits.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox.kernel_approximation import RBFSampler
+    >>> from dkapprox.io import fingerprint
+    >>> X = np.ones((4, 3))
+    >>> a = RBFSampler(random_state=0).fit(X)
+    >>> fingerprint(a) == fingerprint(RBFSampler(random_state=0).fit(X))
+    True
+    >>> fingerprint(a) == fingerprint(RBFSampler(random_state=1).fit(X))
+    False
+    """
+    encoder = Encoder()
+    doc = encoder.estimator(estimator)
+    return _fingerprint(doc, {name: _data_digest(a) for name, a in encoder.arrays.items()})
+
+
+def save(estimator, path, *, overwrite=False):
+    """Save a fitted dkapprox estimator to the directory ``path``, without pickle.
+
+    Parameters
+    ----------
+    estimator : a fitted public dkapprox estimator
+        Parameters must be JSON-safe (no callable kernel, no RandomState
+        instance: an int seed keeps the same fitted arrays).
+    path : str or os.PathLike
+        A local directory; created (its parent must exist).
+    overwrite : bool, default=False
+        Replace an existing dkapprox model directory. Other existing paths
+        (besides an empty directory) are never replaced.
+
+    Returns
+    -------
+    str
+        The model's fingerprint (see :func:`fingerprint`).
+
+    Raises
+    ------
+    TypeError
+        The class is not a public dkapprox estimator, or a parameter or fitted
+        attribute has no JSON-safe form (the message names it).
+    OutputExistsError
+        ``path`` exists and is not replaceable.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from dkapprox.kernel_approximation import RBFSampler
+    >>> from dkapprox.io import load, save
+    >>> X = np.random.default_rng(0).random((10, 3))
+    >>> est = RBFSampler(n_components=8, random_state=0).fit(X)
+    >>> path = tempfile.mkdtemp() + "/rbf"
+    >>> _ = save(est, path)
+    >>> np.array_equal(load(path).transform(X), est.transform(X))
+    True
+    """
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator)
+    path = os.path.abspath(os.fspath(path))
+    existing = _replaceable(path, overwrite)
+    encoder = Encoder()
+    doc = encoder.estimator(estimator)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(os.path.join(tmp, ARRAYS))
+    try:
+        entries = {}
+        for name, array in encoder.arrays.items():
+            buffer = io.BytesIO()
+            np.save(buffer, array, allow_pickle=False)
+            data = buffer.getvalue()
+            _write(os.path.join(tmp, ARRAYS, f"{name}.npy"), data)
+            entries[name] = {"file": f"{ARRAYS}/{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
+                             "dtype": array.dtype.str, "shape": list(array.shape)}
+        model_fingerprint = _fingerprint(doc, {name: _data_digest(a) for name, a in encoder.arrays.items()})
+        document = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": package_version(),
+            "saved": utc_now(), "class": doc["class"], "estimator": doc, "arrays": entries,
+            "state_bytes": int(sum(a.nbytes for a in encoder.arrays.values())), "fingerprint": model_fingerprint,
+        }
+        _write(os.path.join(tmp, MODEL_JSON), json.dumps(document, indent=1, allow_nan=False).encode())
+        if existing:
+            old = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.old-{uuid.uuid4().hex}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return model_fingerprint
+
+
+def load(path):
+    """Load an estimator saved by :func:`save`; never runs code from the file.
+
+    Raises
+    ------
+    InputMissingError
+        Nothing at ``path``.
+    ModelFileError
+        Not a model directory, an unknown format version, a truncated or
+        modified file (checksum or fingerprint mismatch), or invalid content.
+    """
+    path = os.path.abspath(os.fspath(path))
+    document = read_document(path)
+    arrays, digests = {}, {}
+    for name, entry in document["arrays"].items():
+        arrays[name] = _read_array(path, name, entry)
+        digests[name] = _data_digest(arrays[name])
+    try:
+        estimator = Decoder(arrays).estimator(document["estimator"])
+    except StateError as exc:
+        raise ModelFileError(f"{path}: {exc}") from exc
+    if _fingerprint(document["estimator"], digests) != document.get("fingerprint"):
+        raise ModelFileError(f"{path}: {MODEL_JSON} was modified after saving (its content does not match "
+                             "the fingerprint recorded at save time)")
+    try:
+        estimator._validate_params()
+    except (ValueError, TypeError) as exc:
+        raise ModelFileError(f"{path}: invalid parameters: {exc}") from exc
+    return estimator
+
+
+def is_model_dir(path) -> bool:
+    return os.path.isfile(os.path.join(os.fspath(path), MODEL_JSON))
+
+
+def describe_model(path) -> dict:
+    """What :func:`dkapprox.io.describe` says of a model directory (reads model.json only)."""
+    path = os.path.abspath(os.fspath(path))
+    document = read_document(path)
+    attributes = document["estimator"]["attributes"]
+    return {
+        "kind": "model", "path": path, "class": document["class"],
+        "params": document["estimator"]["params"],
+        "arrays": {name: {"dtype": np.dtype(e["dtype"]).name, "shape": e["shape"]}
+                   for name, e in document["arrays"].items()},
+        "n_features_in": attributes.get("n_features_in_"),
+        "state_bytes": document.get("state_bytes"), "fingerprint": document.get("fingerprint"),
+        "format_version": document["format_version"], "package_version": document.get("package_version"),
+        "saved": document.get("saved"),
+    }
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def read_document(path) -> dict:
+    """model.json of ``path``, parsed strictly and checked for the format and its version."""
+    if not os.path.exists(path):
+        raise InputMissingError(f"{path}: no such model directory")
+    meta = os.path.join(path, MODEL_JSON)
+    if not os.path.isdir(path) or not os.path.isfile(meta):
+        raise ModelFileError(f"{path}: not a dkapprox model directory (no {MODEL_JSON})")
+    if os.path.getsize(meta) > MAX_JSON_BYTES:
+        raise ModelFileError(f"{meta}: larger than {MAX_JSON_BYTES:,} bytes; not a model file")
+    try:
+        with open(meta, "rb") as f:
+            document = json.loads(f.read().decode("utf-8"), parse_constant=_no_constants)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ModelFileError(f"{meta}: not valid JSON (truncated or modified?): {exc}") from exc
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ModelFileError(f"{meta}: not a dkapprox model file")
+    version = document.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFileError(f"{meta}: unknown model format version {version!r} (saved by dkapprox "
+                             f"{document.get('package_version')}); this dkapprox reads version {FORMAT_VERSION}")
+    estimator, entries = document.get("estimator"), document.get("arrays")
+    if not isinstance(estimator, dict) or not isinstance(entries, dict):
+        raise ModelFileError(f"{meta}: 'estimator' and 'arrays' must be objects")
+    if not all(isinstance(e, dict) and {"sha256", "dtype", "shape"} <= set(e) for e in entries.values()):
+        raise ModelFileError(f"{meta}: every array entry needs sha256, dtype and shape")
+    try:
+        for name in entries:
+            check_array_name(name)
+    except StateError as exc:
+        raise ModelFileError(f"{meta}: {exc}") from exc
+    return document
+
+
+def _read_array(path, name, entry):
+    file = os.path.join(path, ARRAYS, f"{name}.npy")  # never a path taken from the file
+    try:
+        with open(file, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"{file}: missing (the model directory is incomplete)") from exc
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise ModelFileError(f"{file}: checksum mismatch; the file was modified or truncated")
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ModelFileError(f"{file}: not a readable .npy file: {exc}") from exc
+    if array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]:
+        raise ModelFileError(f"{file}: holds {array.dtype.str} {list(array.shape)}, model.json says "
+                             f"{entry['dtype']} {entry['shape']}")
+    return array
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# -- hashing and writing ---------------------------------------------------------------
+
+
+def _data_digest(array) -> str:
+    h = hashlib.sha256(f"{array.dtype.str}|{list(array.shape)}|".encode())
+    h.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+def _fingerprint(estimator_doc, digests) -> str:
+    body = canonical_json({"estimator": estimator_doc, "arrays": digests})
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def _write(file, data):
+    with open(file, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _replaceable(path, overwrite) -> bool:
+    """True if ``path`` holds a model to replace; raises if it holds anything else we may not touch."""
+    if not os.path.lexists(path):
+        if not os.path.isdir(os.path.dirname(path)):
+            raise InputMissingError(f"{os.path.dirname(path)}: the folder to save the model in does not exist")
+        return False
+    if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+        return False  # an empty directory: os.replace takes its place
+    if is_model_dir(path) and not os.path.islink(path):
+        if overwrite:
+            return True
+        raise OutputExistsError(f"{path}: a model is already saved there; pass overwrite=True to replace it")
+    raise OutputExistsError(f"{path}: exists and is not a dkapprox model directory; refusing to replace it "
+                            "(even with overwrite=True); choose another path")

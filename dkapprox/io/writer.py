@@ -1,0 +1,389 @@
+"""Store features to Zarr: aligned, planned, resumable after any kill, marked complete last.
+
+The write is one task per dask block. Each task writes its block as exactly
+one Zarr chunk (the store's chunks *are* the dask blocks, made regular first),
+so no two tasks ever touch one chunk, and then records the block in
+``blocks_done``. A rerun of the same job (same plan, same layout, same
+dkapprox version) computes and writes only the blocks not recorded; the
+group's status turns ``"complete"`` only after every block is recorded.
+
+Output codec: none. Random features barely compress (zstd saves 8-9% of the
+bytes of RBF or Gaussian-projection features) while it halves the write rate
+(measured here for float32 RBF(1024) features: 1.3 GB/s uncompressed, 0.7 GB/s
+with zstd), and featurizing to Zarr is I/O-bound. Pass ``compression="zstd"``
+for outputs that do compress (e.g. additive-chi2 features of sparse data).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from .. import _graph
+from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
+from ._common import canonical_json, package_version, utc_now
+from ._location import Location, is_inside, locate, location_of_node
+from .zarr_store import (ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done,
+                         output_attributes)
+
+COMPRESSIONS = (None, "zstd")
+_WRITE_CONFIG = {"write_empty_chunks": True}  # skips a per-chunk comparison with the fill value
+
+__all__ = ["PendingWrite", "WriteReport", "write_features"]
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What a write did. ``blocks_written + blocks_skipped == blocks_total``."""
+
+    path: str
+    blocks_total: int
+    blocks_written: int
+    blocks_skipped: int
+    seconds: float
+    shape: tuple
+    chunks: tuple
+    dtype: str
+    resumed: bool
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["shape"], out["chunks"] = list(self.shape), list(self.chunks)
+        return out
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """A planned write: compute ``delayed`` (any scheduler), then call ``finalize()``.
+
+    Unpacks as ``delayed, finalize = write_features(..., compute=False)``.
+    ``delayed`` computes to the number of blocks it wrote; ``finalize()``
+    checks that every block is recorded, marks the store complete and returns
+    a :class:`WriteReport` (it raises :class:`~dkapprox.errors.IncompleteStoreError`
+    if blocks are missing, e.g. after a cancelled compute: rerun the job).
+    """
+
+    delayed: object
+    finalize: Callable[[], WriteReport]
+    path: str
+    blocks_total: int
+    blocks_to_write: int
+
+    def __iter__(self):
+        return iter((self.delayed, self.finalize))
+
+
+@dataclass(frozen=True)
+class BlockWriter:
+    """Writes one block as its own chunk, then its record (shipped to the graph once)."""
+
+    features: object  # zarr.Array opened for writing
+    done: object  # zarr.Array of uint8, chunks (1, 1)
+
+    def __call__(self, block, index):
+        i, j = index
+        rows, cols = self.features.chunks
+        expected = (min(rows, self.features.shape[0] - i * rows), min(cols, self.features.shape[1] - j * cols))
+        if block.shape != expected:
+            raise RuntimeError(f"block {index} has shape {block.shape}, its dask chunks declare {expected}")
+        self.features[i * rows : i * rows + expected[0], j * cols : j * cols + expected[1]] = block
+        self.done[i, j] = 1
+
+
+def write_features(features, out, *, plan, overwrite=False, compute=True, allow_inside_input=False,
+                   compression=None, storage_options=None):
+    """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
+
+    Parameters
+    ----------
+    features : dask.array.Array of shape (n_samples, n_features_out)
+        Known chunk sizes, numeric dtype, dense blocks. Irregular row or
+        column chunks are first rechunked to the largest chunk, so that every
+        dask block is exactly one Zarr chunk.
+    out : str or os.PathLike
+        Local path or fsspec URL of the output store (a Zarr v3 group, see
+        :mod:`dkapprox.io.zarr_store`).
+    plan : dict
+        JSON-safe description of the job (input path, shape and chunks, model
+        fingerprint, estimator parameters, chunking), recorded in the store
+        before any block is written. A rerun is a resume only if its plan is
+        equal. If ``plan["input"]`` is a path, or a dict with a ``"path"``,
+        that store counts as an input for ``allow_inside_input``, as does every
+        zarr array found in the graph of ``features``.
+    overwrite : bool, default=False
+        Replace an existing Zarr store at ``out`` (a dkapprox output of any
+        plan, finished or not, or another Zarr store). Paths that are not Zarr
+        stores (other than an empty directory) are never deleted.
+    compute : bool, default=True
+        Write now and return a :class:`WriteReport`; or return a
+        :class:`PendingWrite` to compute (e.g. under a distributed client with a
+        progress bar) and then finalize.
+    allow_inside_input : bool, default=False
+        Allow ``out`` inside an input store, or an input inside ``out``.
+    compression : {None, 'zstd'}, default=None
+        Output codec; none by default (see the module notes for why).
+    storage_options : dict, optional
+        fsspec options for a URL ``out``.
+
+    Returns
+    -------
+    WriteReport or PendingWrite
+
+    Raises
+    ------
+    OutputExistsError
+        ``out`` is a finished dkapprox output, another Zarr store, or a path
+        that is not a Zarr store, and not ``overwrite`` (the last even then).
+    ResumeMismatchError
+        ``out`` is an unfinished dkapprox output of another plan, layout or
+        dkapprox version, and not ``overwrite``.
+    InputDataError
+        ``out`` lies inside an input (or an input inside it), or ``features``
+        cannot be stored (unknown chunk sizes, sparse blocks, non-numeric).
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import write_features, open_features
+    >>> Z = da.ones((1000, 16), chunks=(250, 16), dtype="f4")
+    >>> out = tempfile.mkdtemp() + "/z.zarr"
+    >>> report = write_features(Z, out, plan={"job": "ones"})
+    >>> report.blocks_written, report.blocks_skipped
+    (4, 0)
+    >>> float(open_features(out).sum().compute())
+    16000.0
+    """
+    started = time.perf_counter()
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+    features = _storable(features)
+    plan = _json_safe_plan(plan)
+    loc = locate(out, storage_options)
+    if not allow_inside_input:
+        _refuse_inside_input(loc, features, plan)
+    header = {
+        "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
+        "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
+    }
+    group, resumed = _open_or_create(loc, header, overwrite=overwrite)
+    writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression))
+    if resumed and loc.local:
+        _remove_partial_files(loc.path)
+    done = blocks_done(group)
+    todo = [tuple(int(i) for i in index) for index in np.argwhere(~done)]
+    name = f"dkapprox-write-{uuid.uuid4().hex}"
+    lazy = _graph.store_blocks(features, writer, todo, name=name)
+
+    def finalize() -> WriteReport:
+        return _finalize(group, loc, header, blocks_to_write=len(todo), started=started, resumed=resumed)
+
+    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo))
+    if not compute:
+        return pending
+    _graph.compute(lazy)
+    return finalize()
+
+
+# -- checks --------------------------------------------------------------------------
+
+
+def _storable(features):
+    import dask.array as da
+
+    if not isinstance(features, da.Array):
+        raise TypeError(f"features must be a dask array, got {type(features).__name__}; "
+                        "wrap an in-memory array with dask.array.from_array")
+    if features.ndim != 2:
+        raise InputDataError(f"features must be 2-D, got shape {features.shape}")
+    if any(np.isnan(c) for axis in features.chunks for c in axis):
+        raise InputDataError("features have unknown chunk sizes (NaN); call features.compute_chunk_sizes() "
+                             "first, or keep the rows whole (e.g. no boolean indexing)")
+    if _graph.is_sparse_meta(features):
+        raise InputDataError("features have sparse blocks; a Zarr store holds dense data: use "
+                             "features.map_blocks(lambda b: b.toarray(), dtype=features.dtype)")
+    if features.dtype.kind not in "biuf":
+        raise InputDataError(f"features of dtype {features.dtype} cannot be stored; numbers only")
+    if 0 in features.shape:
+        raise InputDataError(f"features of shape {features.shape} are empty")
+    regular = []
+    for axis in features.chunks:
+        size = max(axis)
+        regular.append(axis if all(c == size for c in axis[:-1]) else size)
+    if any(not isinstance(r, tuple) for r in regular):
+        features = features.rechunk(tuple(regular))
+    return features
+
+
+def _json_safe_plan(plan):
+    import json
+
+    if not isinstance(plan, dict):
+        raise TypeError(f"plan must be a dict, got {type(plan).__name__}")
+    try:
+        return json.loads(canonical_json(plan))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"plan must be JSON-safe (str keys; str, finite numbers, bool, None, lists, "
+                        f"dicts): {exc}") from exc
+
+
+def input_locations(features, plan) -> list[Location]:
+    """Stores the features are read from: zarr arrays in the graph, and ``plan['input']``."""
+    import zarr
+
+    found = []
+    for node in _graph.graph_constants(features, lambda v: isinstance(v, zarr.Array)):
+        loc = location_of_node(node)
+        if loc is not None:
+            found.append(loc)
+    named = plan.get("input")
+    if isinstance(named, dict):
+        named = named.get("path")
+    if isinstance(named, str) and named:
+        found.append(locate(named))
+    return found
+
+
+def _refuse_inside_input(loc, features, plan):
+    for source in input_locations(features, plan):
+        if is_inside(loc, source) or is_inside(source, loc):
+            raise InputDataError(
+                f"output {loc} and input {source} overlap (one lies inside the other); "
+                "write elsewhere, or pass allow_inside_input=True if you mean it")
+
+
+def _layout(features, compression):
+    chunks = tuple(int(axis[0]) for axis in features.chunks)
+    return {"shape": [int(s) for s in features.shape], "chunks": list(chunks),
+            "numblocks": [int(n) for n in features.numblocks], "dtype": features.dtype.str,
+            "compression": compression}
+
+
+# -- the store -------------------------------------------------------------------------
+
+
+def _open_or_create(loc, header, *, overwrite):
+    """(group, resumed): the output group, new or a matching unfinished one."""
+    import zarr
+
+    state, group = _existing(loc)
+    if state == "output":
+        info = output_attributes(group)
+        if not overwrite:
+            if info.get("status") == "complete":
+                raise OutputExistsError(f"{loc}: a finished dkapprox output is there; pass overwrite=True "
+                                        "to replace it, or write to a new path")
+            _require_same_job(loc, info, header)
+            return group, True
+    elif state == "zarr" and not overwrite:
+        raise OutputExistsError(f"{loc}: a Zarr store that is not a dkapprox output is there; pass "
+                                "overwrite=True to replace it")
+    elif state == "other":
+        raise OutputExistsError(f"{loc}: exists and is not a Zarr store; refusing to touch it (even with "
+                                "overwrite=True); choose another path")
+    if state in ("output", "zarr"):
+        fs, path = loc.filesystem()
+        fs.rm(path, recursive=True)
+    store = loc.store(read_only=False)
+    return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
+
+
+def _existing(loc):
+    """('absent' | 'output' | 'zarr' | 'other', group or None) for what is at ``loc``."""
+    import zarr
+
+    fs, path = loc.filesystem()
+    if not fs.exists(path):
+        return "absent", None
+    if not fs.isdir(path):
+        return "other", None
+    names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+    if not names:
+        return "absent", None
+    if not names & {"zarr.json", ".zarray", ".zgroup"}:
+        return "other", None
+    try:
+        node = zarr.open(store=loc.store(read_only=False), mode="r+")
+    except Exception:  # a broken Zarr store is still a Zarr store: replaceable with overwrite
+        return "zarr", None
+    if isinstance(node, zarr.Group) and output_attributes(node) is not None:
+        return "output", node
+    return "zarr", None
+
+
+def _require_same_job(loc, stored, header):
+    diffs = []
+    for key in ("package_version", "layout", "plan"):
+        old, new = stored.get(key), header[key]
+        if canonical_json(old) == canonical_json(new):
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            keys = sorted(k for k in set(old) | set(new) if canonical_json(old.get(k)) != canonical_json(new.get(k)))
+            diffs += [f"{key}.{k}: {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys]
+        else:
+            diffs.append(f"{key}: {_short(old)} -> {_short(new)}")
+    if diffs:
+        raise ResumeMismatchError(
+            f"{loc}: an unfinished dkapprox output of another job is there ({'; '.join(diffs)}); "
+            "rerun the original job to finish it, write to a new path, or pass overwrite=True")
+
+
+def _short(value, limit=60):
+    text = canonical_json(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _ensure_arrays(group, layout, compression):
+    """The features and blocks_done arrays, created if a killed run did not get to it."""
+    from zarr.codecs import ZstdCodec
+
+    dtype = np.dtype(layout["dtype"])
+    fill = float("nan") if dtype.kind == "f" else 0
+    wanted = {
+        FEATURES: dict(shape=tuple(layout["shape"]), chunks=tuple(layout["chunks"]), dtype=dtype,
+                       fill_value=fill, dimension_names=("sample", "feature"),
+                       compressors=ZstdCodec(level=1) if compression == "zstd" else None),
+        BLOCKS_DONE: dict(shape=tuple(layout["numblocks"]), chunks=(1, 1), dtype=np.uint8, fill_value=0,
+                          dimension_names=("block_row", "block_column"), compressors=None),
+    }
+    arrays = []
+    for name, spec in wanted.items():
+        if name in group:
+            array = group[name]
+            if (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype)) != (
+                    spec["shape"], spec["chunks"], np.dtype(spec["dtype"])):
+                raise ResumeMismatchError(f"{group.store}: array {name} does not match the planned layout")
+        else:
+            array = group.create_array(name, config=_WRITE_CONFIG, **spec)
+        arrays.append(array.with_config(_WRITE_CONFIG))
+    return arrays
+
+
+def _remove_partial_files(root):
+    """Temporary files of writes killed mid-way (zarr's LocalStore writes file.<uuid>.partial, then renames)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".partial"):
+                os.unlink(os.path.join(folder, name))
+
+
+def _finalize(group, loc, header, *, blocks_to_write, started, resumed):
+    done = blocks_done(group)
+    missing = int(done.size - done.sum())
+    if missing:
+        raise IncompleteStoreError(f"{loc}: {missing} of {done.size} blocks are not written (the compute "
+                                   "failed or was cancelled); rerun the same job to write them")
+    info = dict(output_attributes(group))
+    if info.get("status") != "complete":
+        info.update(status="complete", completed=utc_now())
+        group.update_attributes({ATTRIBUTE: info})
+    layout = header["layout"]
+    return WriteReport(
+        path=str(loc), blocks_total=int(done.size), blocks_written=blocks_to_write,
+        blocks_skipped=int(done.size) - blocks_to_write, seconds=time.perf_counter() - started,
+        shape=tuple(layout["shape"]), chunks=tuple(layout["chunks"]), dtype=np.dtype(layout["dtype"]).name,
+        resumed=resumed)

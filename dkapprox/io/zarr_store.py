@@ -1,0 +1,262 @@
+"""Open Zarr arrays as dask arrays, refusing hostile or broken metadata before any graph exists.
+
+Everything here reads metadata only (a few small JSON documents); no chunk is
+read until the returned dask array is computed. Every error names the store.
+
+A dkapprox output store is a Zarr v3 group::
+
+    OUT/zarr.json                  group; attributes["dkapprox"]: kind, format, plan, layout, status
+    OUT/features/...               the features, (n_samples, n_features_out), chunks = dask blocks
+    OUT/blocks_done/...            uint8 (row blocks, column blocks), chunks (1, 1): 1 = block written
+
+``blocks_done[i, j]`` is written right after features block ``(i, j)``, each
+in its own key, so a record survives a killed process; the group's status
+becomes ``"complete"`` only after every block is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..errors import DkapproxError, IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
+from ._location import Location, locate, location_of_node
+
+FEATURES = "features"
+BLOCKS_DONE = "blocks_done"
+ATTRIBUTE = "dkapprox"
+OUTPUT_KIND = "features"
+OUTPUT_FORMAT = 1
+MAX_METADATA_BYTES = 16 * 2**20  # a zarr.json larger than this is refused unread
+_METADATA_FILES = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+_NUMERIC_KINDS = "biuf"
+
+__all__ = ["open_array", "open_features"]
+
+
+def open_array(source, component=None, *, max_chunks=10_000_000, max_chunk_bytes=2**32,
+               storage_options=None):
+    """A 2-D Zarr array (v3 or v2) as a dask array whose blocks are the Zarr chunks.
+
+    Only metadata is read, and it is checked before any dask graph is built:
+    a store declaring 10**12 chunks is refused at once, without allocating.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, zarr.Array or zarr.Group
+        A local path or fsspec URL (``s3://bucket/x.zarr``, ``file://...``) of a
+        Zarr array, or of a group with ``component``; or an open zarr node. A
+        dkapprox output store (see :func:`dkapprox.io.write_features`) opens as
+        its features, and only when it is complete.
+    component : str, optional
+        Path of the array inside the group ``source``.
+    max_chunks : int, default=10_000_000
+        Refuse arrays with more chunks than this (each chunk is one task).
+    max_chunk_bytes : int, default=2**32
+        Refuse arrays whose single chunk is larger than this when decoded.
+    storage_options : dict, optional
+        fsspec options for URLs (credentials, endpoint).
+
+    Returns
+    -------
+    dask.array.Array of shape (n_samples, n_features)
+
+    Raises
+    ------
+    InputMissingError
+        Nothing (or no array ``component``) at ``source``.
+    InputDataError
+        Broken metadata, not 2-D, a non-numeric dtype (object, string, complex,
+        datetime, structured), too many or too large chunks, or a group
+        without ``component``.
+
+    Examples
+    --------
+    >>> import tempfile, zarr, numpy as np
+    >>> from dkapprox.io import open_array
+    >>> path = tempfile.mkdtemp() + "/x.zarr"
+    >>> zarr.create_array(path, shape=(1000, 8), chunks=(250, 8), dtype="f4")[:] = 1.0
+    >>> open_array(path).chunks
+    ((250, 250, 250, 250), (8,))
+    """
+    node, where = open_node(source, component, storage_options=storage_options)
+    if _is_group(node):
+        if output_attributes(node) is not None and component is None:
+            require_complete(node, where)
+            node, where = node[FEATURES], f"{where}/{FEATURES}"
+        else:
+            arrays = sorted(name for name, _ in node.arrays())
+            raise InputDataError(
+                f"{where}: is a Zarr group, not an array; pass the array's name as component "
+                f"(arrays here: {', '.join(arrays) if arrays else 'none'}).")
+    return as_dask(node, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
+
+
+def open_features(path, *, allow_incomplete=False, storage_options=None):
+    """The features of a dkapprox output store as a dask array.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A store written by :func:`dkapprox.io.write_features`.
+    allow_incomplete : bool, default=False
+        Open a store whose job has not finished (died or still running);
+        blocks not yet written read as the fill value (NaN for floats).
+
+    Raises
+    ------
+    IncompleteStoreError
+        The job that writes the store has not finished (and not allow_incomplete).
+    InputDataError
+        ``path`` is not a dkapprox output store.
+    """
+    node, where = open_node(path, storage_options=storage_options)
+    if not _is_group(node) or output_attributes(node) is None:
+        raise InputDataError(f"{where}: not a dkapprox output store (no '{ATTRIBUTE}' attributes of "
+                             f"kind '{OUTPUT_KIND}'); use dkapprox.io.open_array for other Zarr arrays.")
+    if not allow_incomplete:
+        require_complete(node, where)
+    return as_dask(node[FEATURES], f"{where}/{FEATURES}", max_chunks=math.inf, max_chunk_bytes=math.inf)
+
+
+# -- opening ---------------------------------------------------------------------
+
+
+@contextmanager
+def reading(where):
+    """Turn whatever zarr, fsspec or json raise on bad metadata into dkapprox errors naming ``where``."""
+    try:
+        yield
+    except DkapproxError:
+        raise
+    except FileNotFoundError as exc:  # zarr's NodeNotFoundError included
+        raise InputMissingError(f"{where}: no Zarr array or group there ({exc})") from exc
+    except PermissionError as exc:
+        raise InputMissingError(f"{where}: permission denied ({exc})") from exc
+    except (ConnectionError, TimeoutError) as exc:
+        raise TemporaryFailure(f"{where}: could not reach the store ({exc}); try again") from exc
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError,
+            NotImplementedError, RecursionError, UnicodeDecodeError) as exc:
+        raise InputDataError(f"{where}: broken Zarr metadata ({type(exc).__name__}: {exc})") from exc
+
+
+def open_node(source, component=None, *, storage_options=None):
+    """(zarr node, its name for messages), opened read-only and checked for size."""
+    import zarr
+
+    if isinstance(source, (zarr.Array, zarr.Group)):
+        loc = location_of_node(source)
+        where = str(loc) if loc is not None else repr(source)
+        if component is None:
+            return source, where
+        if not _is_group(source):
+            raise InputDataError(f"{where}: is an array; component={component!r} needs a group.")
+        with reading(f"{where}/{component}"):
+            return source[component], f"{where}/{component}"
+    loc = locate(source, storage_options)
+    where = f"{loc}/{component}" if component else str(loc)
+    if loc.local:
+        _check_local_metadata(loc, component, where)
+    with reading(where):
+        store = loc.store(read_only=True)
+        return zarr.open(store=store, path=component or "", mode="r"), where
+
+
+def _check_local_metadata(loc: Location, component, where):
+    if not os.path.exists(loc.path):
+        raise InputMissingError(f"{loc}: no such file or directory")
+    if not os.path.isdir(loc.path):
+        raise InputDataError(f"{loc}: is a file, not a Zarr store (a directory)")
+    folder = os.path.join(loc.path, component) if component else loc.path
+    for name in _METADATA_FILES:
+        meta = os.path.join(folder, name)
+        if os.path.isfile(meta) and os.path.getsize(meta) > MAX_METADATA_BYTES:
+            raise InputDataError(f"{where}: {name} is {os.path.getsize(meta):,} bytes, more than the "
+                                 f"{MAX_METADATA_BYTES:,} any sane Zarr metadata needs; refused unread")
+
+
+def _is_group(node) -> bool:
+    import zarr
+
+    return isinstance(node, zarr.Group)
+
+
+def check_array(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
+    """Shape, chunks and dtype of a zarr array, refused unless usable; Python ints only."""
+    with reading(where):
+        shape = tuple(int(s) for s in z.shape)
+        chunks = tuple(int(c) for c in z.chunks)
+        dtype = z.dtype
+    if len(shape) != 2:
+        raise InputDataError(f"{where}: expected a 2-D array (samples x features), got {len(shape)}-D "
+                             f"with shape {shape}")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise InputDataError(f"{where}: data type {dtype} has no NumPy equivalent") from exc
+    if dtype.kind not in _NUMERIC_KINDS:
+        raise InputDataError(f"{where}: data type {dtype} is not numeric (object, string, complex, "
+                             "datetime and structured types are refused); store float32 or float64")
+    if any(s < 0 for s in shape) or any(c < 1 for c in chunks):
+        raise InputDataError(f"{where}: invalid shape {shape} or chunks {chunks}")
+    n_chunks = math.prod(-(-s // c) for s, c in zip(shape, chunks))
+    if n_chunks > max_chunks:
+        raise InputDataError(f"{where}: {n_chunks:,} chunks (shape {shape}, chunks {chunks}) exceed "
+                             f"max_chunks={max_chunks:,}; rechunk the store or raise max_chunks")
+    chunk_bytes = math.prod(chunks) * dtype.itemsize
+    if chunk_bytes > max_chunk_bytes:
+        raise InputDataError(f"{where}: one chunk {chunks} holds {chunk_bytes:,} bytes, more than "
+                             f"max_chunk_bytes={max_chunk_bytes:,}; rechunk the store")
+    return shape, chunks, dtype
+
+
+def as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
+    """A checked zarr array as a dask array aligned to its chunks (read lazily, lock-free)."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    shape, chunks, dtype = check_array(z, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
+    with reading(where):
+        metadata = json.dumps(z.metadata.to_dict(), sort_keys=True, default=str)
+    name = f"zarr-{tokenize(where, metadata)}"
+    return da.from_array(z, chunks=chunks, name=name, lock=False, inline_array=False,
+                         meta=np.empty((0, 0), dtype=dtype))
+
+
+# -- dkapprox output stores ---------------------------------------------------------
+
+
+def output_attributes(group):
+    """The group's dkapprox attributes if it is a dkapprox output store, else None."""
+    info = group.attrs.get(ATTRIBUTE)
+    if isinstance(info, dict) and info.get("kind") == OUTPUT_KIND:
+        return info
+    return None
+
+
+def blocks_done(group) -> np.ndarray:
+    """The (row blocks, column blocks) map of written blocks (bool); all False if not created yet."""
+    info = output_attributes(group)
+    numblocks = tuple(info["layout"]["numblocks"])
+    if BLOCKS_DONE not in group:
+        return np.zeros(numblocks, dtype=bool)
+    done = group[BLOCKS_DONE][...]
+    if done.shape != numblocks:
+        raise InputDataError(f"{BLOCKS_DONE} has shape {done.shape}, the layout says {numblocks}")
+    return done.astype(bool)
+
+
+def require_complete(group, where):
+    info = output_attributes(group)
+    if info.get("status") == "complete":
+        return
+    with reading(where):
+        done = blocks_done(group)
+    raise IncompleteStoreError(
+        f"{where}: incomplete dkapprox output ({int(done.sum())} of {done.size} blocks written, status "
+        f"{info.get('status')!r}): the job died or is still running. Rerun the same job to finish it, "
+        "or open it with allow_incomplete=True (missing blocks read as NaN).")

@@ -1,0 +1,98 @@
+"""Kill a real featurization process with SIGKILL part-way, rerun it: same bytes, only missing blocks written."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from _io_helpers import make_store
+
+from dkapprox.io import describe, open_features
+
+JOB = str(Path(__file__).with_name("_featurize_job.py"))
+N_BLOCKS = 80
+SLOW = 0.03  # seconds per input block in the run that gets killed: about 1.2 s of writing on 2 threads
+
+
+def _run(source, out, seconds=0.0):
+    proc = subprocess.run([sys.executable, JOB, source, str(out), str(seconds)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _recorded(out):
+    root = os.path.join(out, "blocks_done", "c")
+    return sum(len([f for f in files if not f.endswith(".partial")]) for _, _, files in os.walk(root))
+
+
+def _files(root):
+    return {os.path.relpath(os.path.join(d, f), root): os.path.join(d, f)
+            for d, _, files in os.walk(root) for f in files}
+
+
+@pytest.fixture(scope="module")
+def job_input(tmp_path_factory):
+    data = np.random.default_rng(3).random((N_BLOCKS * 100, 16)).astype(np.float32)
+    return make_store(tmp_path_factory.mktemp("job") / "input.zarr", data, (100, 16))
+
+
+@pytest.fixture(scope="module")
+def undisturbed(job_input, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("reference") / "features.zarr")
+    report = _run(job_input, out)
+    assert report["blocks_written"] == N_BLOCKS
+    return out
+
+
+@pytest.mark.parametrize("kill_at", [
+    pytest.param("plan", marks=pytest.mark.slow, id="after-plan"),
+    pytest.param(0.3, id="30%"),
+    pytest.param(0.9, marks=pytest.mark.slow, id="90%"),
+])
+def test_sigkill_then_rerun_gives_the_undisturbed_bytes(job_input, undisturbed, tmp_path, kill_at):
+    out = str(tmp_path / "features.zarr")
+    proc = subprocess.Popen([sys.executable, JOB, job_input, out, str(SLOW)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    target = 0 if kill_at == "plan" else int(kill_at * N_BLOCKS)
+    deadline = time.monotonic() + 120
+    while not (os.path.exists(os.path.join(out, "zarr.json")) and _recorded(out) >= target):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the job never got there"
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    proc.stderr.close()
+
+    killed = describe(out)
+    assert killed["status"] == "writing", "the job finished before the kill landed"
+    done_before = killed["blocks_done"]
+    assert target <= done_before < N_BLOCKS
+    chunks = os.path.join(out, "features", "c")
+    inodes_before = {k: os.stat(p).st_ino for k, p in _files(chunks).items()} if os.path.isdir(chunks) else {}
+
+    report = _run(job_input, out)
+    assert report["resumed"] is True
+    assert report["blocks_written"] == N_BLOCKS - done_before
+    assert report["blocks_skipped"] == done_before
+    after = _files(chunks)
+    rewritten = sum(1 for k, p in after.items() if inodes_before.get(k) != os.stat(p).st_ino)
+    assert rewritten == report["blocks_written"]  # finished blocks were left alone, every other one written
+
+    reference = _files(undisturbed)
+    resumed = _files(out)
+    assert sorted(resumed) == sorted(reference)  # no leftover temporary files either
+    for name, path in reference.items():
+        if name != "zarr.json":  # the group's own metadata holds the creation times
+            with open(path, "rb") as a, open(resumed[name], "rb") as b:
+                assert a.read() == b.read(), name
+    ours, theirs = (zarr.open_group(p, mode="r").attrs["dkapprox"] for p in (out, undisturbed))
+    assert ours["plan"] == theirs["plan"] and ours["layout"] == theirs["layout"]
+    assert ours["status"] == theirs["status"] == "complete"
+    np.testing.assert_array_equal(open_features(out).compute(), open_features(undisturbed).compute())
