@@ -23,7 +23,7 @@ from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.utils.validation import check_is_fitted
 
-from . import _graph
+from . import _graph, _xarray
 from ._validation import BlockCheck, check_input
 
 
@@ -94,7 +94,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     # -- plumbing -----------------------------------------------------------
     def _check(self, X, *, reset):
-        return check_input(self, X, reset=reset, accept_sparse=self._accept_sparse,
+        return check_input(self, _xarray.data_of(X), reset=reset, accept_sparse=self._accept_sparse,
                            ensure_non_negative=self._non_negative)
 
     def _transform(self, X, X_orig, *, block_fn=None, state=None, n_out=None, name="transform"):
@@ -102,13 +102,14 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         state = self._state(X.dtype) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
         if not _graph.is_dask(X):
-            return self._wrap(block_fn(X, state), X_orig)
-        sparse_in = _graph.is_sparse_meta(X)
-        return _graph.map_rows(
-            X, block_fn, state, n_out=n_out, dtype=self._out_dtype(X.dtype),
-            name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
-            sparse=self._sparse_out(sparse_in),
-        )
+            out = self._wrap(block_fn(X, state), _xarray.data_of(X_orig))
+        else:
+            out = _graph.map_rows(
+                X, block_fn, state, n_out=n_out, dtype=self._out_dtype(X.dtype),
+                name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
+                sparse=self._sparse_out(_graph.is_sparse_meta(X)),
+            )
+        return _xarray.wrap_like(out, X_orig, self) if _xarray.is_dataarray(X_orig) else out
 
     def _wrap(self, out, X_orig):
         if sp.issparse(out):
