@@ -16,9 +16,12 @@ array: turning it into a pandas frame would compute it).
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils._repr_html.estimator import estimator_html_repr
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.utils.validation import check_is_fitted
@@ -115,3 +118,50 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if sp.issparse(out):
             return _align_api_if_sparse(out)
         return _wrap_data_with_container("transform", out, X_orig, self)
+
+    # -- repr: scikit-learn's, plus what was fitted -------------------------------
+    def __repr__(self, N_CHAR_MAX=700):
+        summary = _fitted_summary(self)
+        text = super().__repr__(N_CHAR_MAX)
+        return text if summary is None else f"{text}  # {summary}"
+
+    def _html_repr(self):
+        summary = _fitted_summary(self)
+        text = estimator_html_repr(self)
+        if summary is None:
+            return text
+        note = f"<div class='dkapprox-fitted'>{html.escape(summary)}</div>"
+        head, body_end, tail = text.rpartition("</body>")
+        return f"{head}{note}{body_end}{tail}" if body_end else text + note
+
+
+def _fitted_summary(estimator):
+    """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 KiB', or None before fit."""
+    params = estimator.get_params(deep=False)
+    fitted = {k: v for k, v in vars(estimator).items() if k not in params}
+    if not any(k.endswith("_") and not k.startswith("__") for k in fitted):
+        return None
+    parts = []
+    try:
+        n_out = getattr(estimator, "_n_features_out", None) or len(estimator.get_feature_names_out())
+        parts.append(f"{estimator.n_features_in_} -> {n_out} features")
+    except Exception:  # a repr never raises: leave the widths out
+        pass
+    landmarks = fitted.get("component_indices_")  # Nystroem's landmarks, by their row indices
+    if landmarks is not None:
+        parts.append(f"{len(landmarks)} landmarks")
+    size, unit = float(sum(_nbytes(v) for v in fitted.values())), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    parts.append(f"state {int(size)} B" if unit == "B" else f"state {size:.1f} {unit}")
+    return "fitted: " + ", ".join(parts)
+
+
+def _nbytes(value):
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if sp.issparse(value):
+        return sum(getattr(value, a).nbytes for a in ("data", "indices", "indptr", "row", "col") if hasattr(value, a))
+    return 0

@@ -1,0 +1,74 @@
+"""Fitted estimators say what they hold: widths, landmarks, state size; scikit-learn's repr otherwise."""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn import config_context
+from sklearn.base import clone
+from sklearn.linear_model import Ridge
+from sklearn.pipeline import make_pipeline
+
+import dkapprox
+from dkapprox.kernel_approximation import AdditiveChi2Sampler, RBFSampler
+from dkapprox.nystroem import Nystroem
+from dkapprox.random_projection import GaussianRandomProjection, SparseRandomProjection
+
+X = np.random.default_rng(0).random((200, 8))
+
+
+def test_unfitted_repr_is_scikit_learns():
+    assert repr(RBFSampler(n_components=20, random_state=0)) == "RBFSampler(n_components=20, random_state=0)"
+    assert repr(Nystroem()) == "Nystroem()"
+
+
+def test_fitted_repr_adds_widths_and_state_size():
+    est = RBFSampler(n_components=20, random_state=0).fit(X)
+    nbytes = est.random_weights_.nbytes + est.random_offset_.nbytes
+    assert nbytes == 8 * 8 * 20 + 8 * 20
+    assert repr(est) == f"RBFSampler(n_components=20, random_state=0)  # fitted: 8 -> 20 features, state {nbytes / 1024:.1f} KiB"
+    assert "landmarks" not in repr(est)
+    small = RBFSampler(n_components=2, random_state=0).fit(X[:, :1])
+    assert repr(small).endswith("# fitted: 1 -> 2 features, state 32 B")
+
+
+def test_nystroem_shows_its_landmarks():
+    est = Nystroem(n_components=50, random_state=0).fit(X)
+    nbytes = est.components_.nbytes + est.component_indices_.nbytes + est.normalization_.nbytes
+    assert repr(est).endswith(f"# fitted: 8 -> 50 features, 50 landmarks, state {nbytes / 1024:.1f} KiB")
+
+
+def test_projections_have_components_but_no_landmarks():
+    assert "landmarks" not in repr(GaussianRandomProjection(n_components=3, random_state=0).fit(X))
+    srp = SparseRandomProjection(n_components=3, density=1 / 3, random_state=0).fit(X)
+    c = srp.components_
+    assert sp.issparse(c)
+    assert repr(srp).endswith(f"state {c.data.nbytes + c.indices.nbytes + c.indptr.nbytes} B")
+
+
+def test_large_states_in_mib_and_stateless_estimators():
+    big = RBFSampler(n_components=4096, random_state=0).fit(np.ones((2, 300)))
+    assert repr(big).endswith("# fitted: 300 -> 4096 features, state 9.4 MiB")
+    assert repr(AdditiveChi2Sampler().fit(X)).endswith("# fitted: 8 -> 24 features, state 0 B")
+
+
+def test_repr_evaluates_back_to_the_same_parameters():
+    est = RBFSampler(gamma=0.5, n_components=20, random_state=0).fit(X)
+    again = eval(repr(est), {"RBFSampler": RBFSampler})  # the note is a comment
+    assert again.get_params() == est.get_params()
+
+
+def test_clone_and_pipelines_keep_plain_reprs():
+    est = Nystroem(n_components=10, random_state=0).fit(X)
+    assert repr(clone(est)) == "Nystroem(n_components=10, random_state=0)"
+    pipe = make_pipeline(RBFSampler(n_components=5, random_state=0), Ridge()).fit(X, X[:, 0])
+    assert "#" not in repr(pipe)  # nested estimators are printed by scikit-learn's own printer
+
+
+def test_jupyter_shows_the_note_in_html_and_text():
+    est = dkapprox.RBFSampler(n_components=20, random_state=0).fit(X)
+    with config_context(display="diagram"):
+        bundle = est._repr_mimebundle_()
+        html = est._repr_html_()
+    for page in (bundle["text/html"], html):  # each call numbers its container anew
+        assert "<div class='dkapprox-fitted'>fitted: 8 -&gt; 20 features, state 1.4 KiB</div></body>" in page
+    assert bundle["text/plain"] == repr(est)
+    assert "dkapprox-fitted" not in RBFSampler()._repr_mimebundle_()["text/html"]
