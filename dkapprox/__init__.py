@@ -6,6 +6,7 @@ pure NumPy block function over the row blocks of a dask array at
 """
 
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
+from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
 
 __version__ = "0.1.0"
@@ -14,8 +15,11 @@ __all__ = [
     "AdditiveChi2Sampler",
     "GaussianRandomProjection",
     "PolynomialCountSketch",
+    "RandomBinningFeatures",
+    "RandomFourierFeatures",
     "RBFSampler",
     "SkewedChi2Sampler",
     "SparseRandomProjection",
+    "cauchy_kernel",
     "johnson_lindenstrauss_min_dim",
 ]

@@ -115,9 +115,8 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return _xarray.wrap_like(out, X_orig, self) if _xarray.is_dataarray(X_orig) else out
 
     def _wrap(self, out, X_orig):
-        if sp.issparse(out):
-            return _align_api_if_sparse(out)
-        return _wrap_data_with_container("transform", out, X_orig, self)
+        # sparse output with set_output(transform="pandas") raises, as in scikit-learn
+        return _wrap_data_with_container("transform", _align_api_if_sparse(out), X_orig, self)
 
     # -- repr: scikit-learn's, plus what was fitted -------------------------------
     def __repr__(self, N_CHAR_MAX=700):

