@@ -127,6 +127,124 @@ def compute(*objs):
     return dask.compute(*objs)
 
 
+def align_rows(arrays):
+    """Row block ``i`` of several arrays that share their rows (features ``Z``, targets ``y``).
+
+    The first array (dask) sets the row blocks; its column chunks are merged.
+    Every other array (dask or NumPy, 1-D or 2-D) is cut to the same row
+    blocks: a NumPy array enters the graph once (``from_array``), a dask
+    array is rechunked along rows only if its blocks differ.  When the first
+    array's row sizes are unknown (NaN chunks), the others must be dask arrays
+    with the same number of row blocks, and the row starts are ``None``.
+
+    Returns
+    -------
+    blocks : list of tuple of Delayed
+        ``blocks[i][j]`` is row block ``i`` of ``arrays[j]``.
+    starts : list of int or None
+        Global index of the first row of each block.
+    """
+    first = arrays[0]
+    first = first.rechunk({1: -1}) if first.ndim == 2 and first.numblocks[1] > 1 else first
+    rows = first.chunks[0]
+    known = not any(np.isnan(c) for c in rows)
+    cut = [first]
+    for other in arrays[1:]:
+        whole = {axis: -1 for axis in range(1, np.ndim(other))}
+        if not isinstance(other, da.Array):
+            if not known:
+                raise ValueError(
+                    "The row block sizes of X are unknown, so an in-memory y cannot be aligned to "
+                    "them. Call X.compute_chunk_sizes() first, or pass y as a dask array with the "
+                    "same row blocks as X."
+                )
+            other = da.from_array(np.asarray(other), chunks=(rows,) + tuple(np.shape(other)[1:]))
+        elif known and not any(np.isnan(c) for c in other.chunks[0]):
+            other = other.rechunk({0: rows, **whole})
+        elif other.numblocks[0] != first.numblocks[0]:
+            raise ValueError(
+                f"X and y have unknown row block sizes and different numbers of row blocks "
+                f"({first.numblocks[0]} and {other.numblocks[0]}); call compute_chunk_sizes() on both."
+            )
+        else:
+            other = other.rechunk(whole) if whole else other
+        cut.append(other)
+    flat = [list(a.to_delayed().ravel()) for a in cut]
+    blocks = list(zip(*flat))
+    if known:
+        starts = [int(s) for s in np.concatenate([[0], np.cumsum(rows, dtype=np.int64)[:-1]])]
+    else:
+        starts = [None] * len(blocks)
+    return blocks, starts
+
+
+def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8):
+    """Fold ``chunk_fn(row_start, state, *blocks)`` over row-aligned blocks of several arrays.
+
+    One pass: block ``i`` of every array (see :func:`align_rows`) meets in one
+    task, which returns a small partial (sufficient statistics, counts); the
+    partials are folded with ``combine_fn(list)`` in a tree of fan-in
+    ``split_every``.  ``state`` enters the graph as one key; ``row_start`` is
+    the global index of the block's first row (``None`` if unknown), so a
+    per-row choice (a CV fold) depends on the row, never on the chunking.
+    Nothing row-sized is ever an output of the tree: a lazily transformed
+    ``arrays[0]`` is consumed block by block and never stored.
+
+    Returns a delayed object; compute it with :func:`compute`.
+    """
+    blocks, starts = align_rows(arrays)
+    shipped = ship(state)
+    chunk = dask.delayed(chunk_fn, pure=True)
+    parts = [chunk(start, shipped, *row) for start, row in zip(starts, blocks)]
+    combine = dask.delayed(combine_fn, pure=True)
+    while True:  # at least one combine, so one block gives the same type as many
+        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+        if len(parts) == 1:
+            return parts[0]
+
+
+def map_row_blocks(X, block_fn, state, *, tail, dtype, name):
+    """Apply ``block_fn(block, state)`` to every row block; output shape ``(n_rows, *tail)``.
+
+    Like :func:`map_rows` (state shipped once, column chunks merged), for
+    outputs that are 1-D (``tail=()``: predictions, labels) or of any declared
+    width; the declared chunks, dtype and meta are what compute returns.
+    """
+    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+    shipped = ship(state)
+    tail = tuple(int(t) for t in tail)
+    token = tokenize(X.name, shipped.key, block_fn, tail, np.dtype(dtype).str)
+    extra = {"drop_axis": 1} if not tail else {}
+    return da.map_blocks(
+        block_fn, X, shipped, chunks=(X.chunks[0],) + tuple((t,) for t in tail), dtype=dtype,
+        meta=np.empty((0,) + tail, dtype=dtype), name=f"{name}-{token}", **extra,
+    )
+
+
+def iter_row_blocks(arrays, order, *, prefetch=1):
+    """Yield row blocks of row-aligned arrays, computed, in the given block order.
+
+    Each block (e.g. features made from X on the workers, and its targets) is
+    computed where the scheduler runs tasks (a distributed cluster if one is
+    the default) and brought to the driver as NumPy, ``prefetch`` blocks
+    ahead of the consumer, so that the driver holds at most ``prefetch + 1``
+    blocks besides its model.  This is the loop of an incremental
+    (``partial_fit``) fit.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks, _ = align_rows(arrays)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dkapprox-prefetch") as pool:
+        pending = deque()
+        for i in order:
+            pending.append(pool.submit(dask.compute, *blocks[int(i)]))
+            if len(pending) > prefetch:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 def row_count(X: da.Array) -> int:
     """Number of rows; computes the chunk sizes only when they are unknown."""
     n = X.shape[0]
