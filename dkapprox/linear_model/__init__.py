@@ -1,0 +1,21 @@
+"""Learners that stream over the row blocks of dask arrays of features.
+
+* :class:`Ridge`, :class:`RidgeClassifier`: one pass that tree-reduces the
+  sufficient statistics, then a solve on the driver; memory O(n_features^2)
+  plus one block, whatever the number of rows.
+* :class:`RidgeCV`: exact K-fold cross-validation of an alpha grid in that
+  same single pass (folds by a seeded hash of the row index, :class:`HashedKFold`).
+* :class:`Incremental`: any scikit-learn estimator with ``partial_fit``, fed
+  the row blocks in a seeded order (the maintained replacement for dask-ml's
+  ``Incremental`` for this use).
+
+Put a dkapprox transformer in front of any of them with a scikit-learn
+``Pipeline``: on dask input its features are computed block by block inside
+the pass and never stored.
+"""
+
+from ._incremental import Incremental
+from ._ridge import Ridge, RidgeClassifier
+from ._ridge_cv import HashedKFold, RidgeCV
+
+__all__ = ["HashedKFold", "Incremental", "Ridge", "RidgeCV", "RidgeClassifier"]

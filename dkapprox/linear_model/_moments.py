@@ -1,0 +1,184 @@
+"""Sufficient statistics of a linear fit, per cross-validation fold, that fold exactly.
+
+For features ``Z`` (rows z) and targets ``Y`` (rows y) a ridge fit, and the
+validation error of any linear model on the same rows, need only
+
+    count n,  means mz and my,  Czz = sum (z - mz)(z - mz)^T,
+    Czy = sum (z - mz)(y - my)^T,  Cyy = sum (y - my)^2 (per target).
+
+These are kept *centered* (Chan, Golub & LeVeque's pairwise update) rather
+than as raw sums Z^T Z, Z^T y: the raw form loses every digit to cancellation
+when a feature's mean is large against its spread, and the centered form folds
+just as exactly.  A block's statistics are computed in the block's dtype
+(float32 GEMM is twice as fast) and held in float64 from then on.
+
+With ``n_folds`` > 1 each row goes to fold ``hashed_folds(global_row)``; the
+block's rows are sorted by fold and each fold's rows make one GEMM, so the
+work of all folds together is the work of one fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import assert_all_finite
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def hashed_folds(rows, n_folds, key):
+    """Fold of each global row index: splitmix64(row + key) mod n_folds.
+
+    A pure function of the row index and the key, so folds never depend on
+    how the data is chunked or on the number of workers.
+    """
+    z = np.asarray(rows, dtype=np.uint64) + np.uint64(key)
+    z = z * _GOLDEN  # uint64 arrays wrap around, as the hash intends
+    z ^= z >> np.uint64(30)
+    z *= _MIX1
+    z ^= z >> np.uint64(27)
+    z *= _MIX2
+    z ^= z >> np.uint64(31)
+    return (z % np.uint64(n_folds)).astype(np.intp)
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Per-fold count, means and centered co-moments of (Z, Y), in float64."""
+
+    count: np.ndarray  # (K,)
+    mean_z: np.ndarray  # (K, d)
+    mean_y: np.ndarray  # (K, t)
+    zz: np.ndarray  # (K, d, d)
+    zy: np.ndarray  # (K, d, t)
+    yy: np.ndarray  # (K, t): centered sum of squares of each target
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.count, self.mean_z, self.mean_y, self.zz, self.zy, self.yy))
+
+    def fold(self, k):
+        """Fold ``k`` alone, as a one-fold Moments."""
+        return Moments(*(a[k : k + 1] for a in self._arrays()))
+
+    def _arrays(self):
+        return self.count, self.mean_z, self.mean_y, self.zz, self.zy, self.yy
+
+
+@dataclass(frozen=True)
+class MomentsSpec:
+    """What a block task needs besides its blocks (shipped once)."""
+
+    targets: object  # .encode(y_block, dtype) -> (rows, n_targets)
+    n_folds: int = 1
+    fold_key: int = 0
+    estimator_name: str = "Ridge"
+
+
+def block_moments(row_start, spec, Z, y):
+    """Moments of one row block of features ``Z`` and targets ``y``."""
+    if sp.issparse(Z):
+        Z = Z.toarray()  # a block of features: centering makes it dense anyway
+    Z = np.asarray(Z)
+    assert_all_finite(Z, input_name="X", estimator_name=spec.estimator_name)
+    Y = spec.targets.encode(y, Z.dtype)
+    if Y.shape[0] != Z.shape[0]:
+        raise ValueError(
+            "Found input variables with inconsistent numbers of samples in a block: "
+            f"[{Z.shape[0]}, {Y.shape[0]}]"
+        )
+    K = spec.n_folds
+    if K == 1:
+        counts = np.array([Z.shape[0]])
+        owned = False  # the block itself: never written to (dask may hold it for another task)
+    else:
+        if row_start is None:
+            raise ValueError(
+                "Cross-validation folds need the global row index of every block, but the row "
+                "block sizes of X are unknown. Call X.compute_chunk_sizes() first."
+            )
+        folds = hashed_folds(np.arange(row_start, row_start + Z.shape[0]), K, spec.fold_key)
+        order = np.argsort(folds, kind="stable")
+        counts = np.bincount(folds, minlength=K)
+        Z, Y = Z.take(order, axis=0), Y.take(order, axis=0)  # copies, rows grouped by fold
+        owned = True
+    d, t = Z.shape[1], Y.shape[1]
+    out = _zeros(K, d, t)
+    stop = 0
+    for k, n in enumerate(counts):
+        start, stop = stop, stop + int(n)
+        if n == 0:
+            continue
+        zk, yk = Z[start:stop], Y[start:stop]
+        mz = zk.mean(axis=0)
+        my = yk.mean(axis=0)
+        if owned:
+            zk -= mz
+            yk -= my
+        else:
+            zk, yk = zk - mz, yk - my
+        out.count[k] = n
+        out.mean_z[k] = mz
+        out.mean_y[k] = my
+        out.zz[k] = zk.T @ zk  # NumPy calls syrk for a matrix times its own transpose
+        out.zy[k] = zk.T @ yk
+        out.yy[k] = np.einsum("ij,ij->j", yk, yk)
+    return out
+
+
+def _zeros(K, d, t):
+    return Moments(np.zeros(K, dtype=np.int64), np.zeros((K, d)), np.zeros((K, t)),
+                   np.zeros((K, d, d)), np.zeros((K, d, t)), np.zeros((K, t)))
+
+
+def combine_moments(parts):
+    """Fold partial Moments (same folds) into one, exactly."""
+    parts = list(parts)
+    count = sum(p.count for p in parts)
+    denom = np.maximum(count, 1)[:, None]
+    mean_z = sum(p.count[:, None] * p.mean_z for p in parts) / denom
+    mean_y = sum(p.count[:, None] * p.mean_y for p in parts) / denom
+    zz = np.zeros_like(parts[0].zz)
+    zy = np.zeros_like(parts[0].zy)
+    yy = np.zeros_like(parts[0].yy)
+    for p in parts:
+        dz = p.mean_z - mean_z
+        dy = p.mean_y - mean_y
+        w = p.count.astype(np.float64)
+        zz += p.zz
+        zz += np.einsum("k,ki,kj->kij", w, dz, dz)
+        zy += p.zy
+        zy += np.einsum("k,ki,kj->kij", w, dz, dy)
+        yy += p.yy + w[:, None] * dy * dy
+    return Moments(count, mean_z, mean_y, zz, zy, yy)
+
+
+def pool_folds(m):
+    """All folds together: the statistics of the whole data (one fold)."""
+    return combine_moments([m.fold(k) for k in range(m.count.shape[0])])
+
+
+def without_folds(m, total):
+    """For every fold k, the statistics of all rows *not* in fold k (total minus fold k).
+
+    Inverts the pairwise update: total = rest (+) fold k, so
+    C_rest = C_total - C_k - n_k (m_k - m)(m_k - m)^T - n_rest (m_rest - m)(m_rest - m)^T.
+    """
+    n = total.count[0]
+    count = n - m.count
+    denom = np.maximum(count, 1)[:, None]
+    mean_z = (n * total.mean_z - m.count[:, None] * m.mean_z) / denom
+    mean_y = (n * total.mean_y - m.count[:, None] * m.mean_y) / denom
+    dz_k, dy_k = m.mean_z - total.mean_z, m.mean_y - total.mean_y
+    dz_r, dy_r = mean_z - total.mean_z, mean_y - total.mean_y
+    w_k, w_r = m.count.astype(np.float64), count.astype(np.float64)
+    zz = (total.zz - m.zz - np.einsum("k,ki,kj->kij", w_k, dz_k, dz_k)
+          - np.einsum("k,ki,kj->kij", w_r, dz_r, dz_r))
+    zy = (total.zy - m.zy - np.einsum("k,ki,kj->kij", w_k, dz_k, dy_k)
+          - np.einsum("k,ki,kj->kij", w_r, dz_r, dy_r))
+    yy = total.yy - m.yy - w_k[:, None] * dy_k**2 - w_r[:, None] * dy_r**2
+    return Moments(count, mean_z, mean_y, zz, zy, yy)

@@ -1,0 +1,357 @@
+"""Ridge and RidgeClassifier: one pass over the rows, then a solve on the driver."""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.exceptions import DataConversionWarning
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from .. import _graph
+from .._validation import check_input
+from ._solve import intercept_of, normal_equations, solve_ridge
+from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score
+from ._targets import (ClassifierState, LinearState, NumericTargets, OneVsAllTargets, decision_block,
+                       label_block, linear_predict)
+
+
+class _StreamingRidge(BaseEstimator):
+    """Shared by the ridge learners: the solve from the pooled statistics, and input checks."""
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "fit_intercept": ["boolean"],
+    }
+
+    def _solve(self, pooled, dtype, *, alpha, ravel):
+        """Set coef_, intercept_ and solver_ from one-fold Moments ``pooled``.
+
+        ``ravel``: y was 1-D, so the intercept is a scalar (as in scikit-learn).
+        """
+        A, B, center_z, center_y = normal_equations(pooled, self.fit_intercept)
+        alpha = np.asarray(alpha, dtype=np.float64).ravel()
+        if alpha.size not in (1, B.shape[1]):
+            raise ValueError(
+                "Number of targets and number of penalties do not correspond: "
+                f"{alpha.size} != {B.shape[1]}"
+            )
+        W, self.solver_ = solve_ridge(A, B, alpha if alpha.size > 1 else alpha[0])
+        coef = W.T.astype(dtype)
+        if coef.shape[0] == 1:  # one target: scikit-learn 1.9 ravels coef_, even for y of shape (n, 1)
+            coef = coef.ravel()
+        if self.fit_intercept:
+            intercept = intercept_of(W, center_z, center_y).astype(dtype)
+            intercept = intercept[0] if ravel else intercept
+        else:
+            intercept = 0.0
+        self.coef_, self.intercept_ = coef, intercept
+
+    def _check_predict_input(self, X):
+        check_is_fitted(self)
+        return check_input(self, X, reset=False, accept_sparse=("csr", "csc"))
+
+    def _out_dtype(self, X):
+        return np.result_type(X.dtype, self.coef_.dtype)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
+    """Prediction and scoring of the ridge regressors (Ridge, RidgeCV)."""
+
+    def predict(self, X):
+        """Predict with the linear model; lazy (one task per row block) on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        X = self._check_predict_input(X)
+        state = LinearState(self.coef_, self.intercept_)
+        if not _graph.is_dask(X):
+            return linear_predict(X, state)
+        tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
+        return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
+                            method="predict")
+
+    def score(self, X, y):
+        """R^2 of the prediction (averaged over targets); one pass on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        score : float
+        """
+        if not _graph.is_dask(X):
+            y = in_memory(y)
+            return RegressorMixin.score(self, X, y)
+        X = self._check_predict_input(X)
+        return lazy_score(X, y, linear_predict, LinearState(self.coef_, self.intercept_), "r2")
+
+
+class Ridge(_StreamingRegressor):
+    """Linear least squares with l2 regularization, fitted in one pass over dask arrays.
+
+    The same model as :class:`sklearn.linear_model.Ridge` (minimizes
+    ``||y - Xw - b||^2 + alpha * ||w||^2``): on NumPy input, the same
+    coefficients to float tolerance. On a dask (or zarr) array ``fit`` reads
+    every row block once, reducing it to the count, means and centered
+    cross-products of (X, y) in a tree, and solves the
+    ``n_features x n_features`` system on the driver (Cholesky, or eigh when
+    it is singular): memory is O(n_features^2) plus one block, whatever the
+    number of rows.
+
+    Put a dkapprox transformer in front with a scikit-learn
+    :class:`~sklearn.pipeline.Pipeline`: its ``transform`` of a dask array is
+    lazy, so the features are computed block by block inside the reduction
+    and never stored, in memory or on disk.
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1.0
+        Regularization strength; an array gives one penalty per target.
+    fit_intercept : bool, default=True
+        Fit an intercept (on centered statistics, as scikit-learn does).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        In X's dtype (float32 stays float32, as in scikit-learn); raveled for
+        a single target, even from y of shape (n_samples, 1), as in
+        scikit-learn 1.9.
+    intercept_ : float or ndarray of shape (n_targets,)
+    solver_ : {'cholesky', 'eigh'}
+        How the system was solved (eigh, a minimum-norm solution, when
+        ``X^T X + alpha I`` is singular).
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``sample_weight`` is not supported. Block statistics are computed in the
+    features' dtype and folded in float64. ``score`` on dask input is one
+    more pass (R^2 averaged over targets, scikit-learn's default).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from dkapprox import RBFSampler
+    >>> from dkapprox.linear_model import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20_000, 4))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20_000)
+    >>> X, y = da.from_array(X, chunks=5_000), da.from_array(y, chunks=5_000)
+    >>> model = make_pipeline(RBFSampler(gamma=0.2, n_components=200, random_state=0),
+    ...                       Ridge(alpha=1e-3)).fit(X, y)
+    >>> model.predict(X)
+    dask.array<ridge-predict, shape=(20000,), dtype=float64, chunksize=(5000,), chunktype=numpy.ndarray>
+    >>> round(model.score(X, y), 2)
+    0.98
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+
+    def fit(self, X, y):
+        """Fit the model: one pass over X and y.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+            Training features; a dask array may be the lazy output of a
+            transformer, and its row sizes may be unknown.
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
+            Targets; an in-memory y is cut to X's row blocks.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        self._validate_params()
+        X, y, lazy = check_Xy(self, X, y, y_numeric=True)
+        n_targets = 1 if y.ndim == 1 else y.shape[1]
+        pooled = gather_moments(self, X, y, lazy, NumericTargets(n_targets))
+        self._solve(pooled, X.dtype, alpha=self.alpha, ravel=y.ndim == 1)
+        return self
+
+
+class RidgeClassifier(ClassifierMixin, _StreamingRidge):
+    """Classifier using ridge regression on +1/-1 targets, fitted in one pass over dask arrays.
+
+    The same model as :class:`sklearn.linear_model.RidgeClassifier`: each
+    class is a ridge regression of +1 (this class) against -1 (the others);
+    two classes make one regression. On NumPy input, scikit-learn's
+    coefficients to float tolerance (and its multilabel support). On a dask
+    array the labels are first read once (only ``y``: the distinct classes),
+    then the features once, as in :class:`Ridge`.
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1.0
+        Regularization strength.
+    fit_intercept : bool, default=True
+        Fit an intercept.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_classes, n_features)
+        One row per class; raveled for two classes (as scikit-learn 1.9 does).
+    intercept_ : float or ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    solver_ : {'cholesky', 'eigh'}
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``sample_weight`` and ``class_weight`` are not supported. On dask input
+    ``y`` holds class labels (1-D); multilabel targets must be in memory.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from dkapprox import RBFSampler
+    >>> from dkapprox.linear_model import RidgeClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = da.from_array(X / 16, chunks=300), da.from_array(y, chunks=300)
+    >>> clf = make_pipeline(RBFSampler(gamma=0.2, n_components=500, random_state=0),
+    ...                     RidgeClassifier(alpha=1e-2)).fit(X, y)
+    >>> clf.predict(X)
+    dask.array<ridgeclassifier-predict, shape=(1797,), dtype=int64, chunksize=(300,), chunktype=numpy.ndarray>
+    >>> clf.score(X, y) > 0.99
+    True
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+
+    def fit(self, X, y):
+        """Fit one ridge regression per class: a pass over y, then one over X.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,)
+            Class labels (in memory, also a multilabel indicator matrix).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        self._validate_params()
+        X, y, lazy = check_Xy(self, X, y, y_numeric=False)
+        self._binarizer = None
+        if lazy:
+            if y.ndim == 2 and y.shape[1] != 1:
+                raise ValueError(
+                    "RidgeClassifier takes class labels (1-D y) on dask input; multilabel "
+                    f"targets (y of shape {y.shape}) must be in memory."
+                )
+            if y.ndim == 2:
+                warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
+                              "the shape of y to (n_samples, ), for example using ravel().",
+                              DataConversionWarning, stacklevel=2)
+            self.classes_ = distinct_labels(y)
+            check_classification_targets(self.classes_)
+            targets = OneVsAllTargets(self.classes_)
+        else:
+            binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+            labels, y = y, binarizer.fit_transform(y)
+            self.classes_ = binarizer.classes_
+            if binarizer.y_type_.startswith("multilabel"):
+                self._binarizer = binarizer
+            else:
+                column_or_1d(labels, warn=True)  # scikit-learn's warning for a column vector
+            targets = NumericTargets(y.shape[1])
+        pooled = gather_moments(self, X, y, lazy, targets)
+        self._solve(pooled, X.dtype, alpha=self.alpha, ravel=False)
+        return self
+
+    def _state(self):
+        intercept = np.asarray(self.intercept_, dtype=self.coef_.dtype)
+        return ClassifierState(self.coef_, intercept, self.classes_, self._binarizer)
+
+    def decision_function(self, X):
+        """Signed distance to each class's hyperplane (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the score of ``classes_[1]``.
+        """
+        X = self._check_predict_input(X)
+        if not _graph.is_dask(X):
+            return decision_block(X, self._state())
+        tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
+        return lazy_predict(self, X, decision_block, self._state(), tail=tail,
+                            dtype=self._out_dtype(X), method="decision_function")
+
+    def predict(self, X):
+        """Class labels (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            A label per row; an indicator matrix for multilabel targets.
+        """
+        X = self._check_predict_input(X)
+        if not _graph.is_dask(X):
+            return label_block(X, self._state())
+        if self._binarizer is not None:
+            tail, dtype = (len(self.classes_),), np.dtype(int)
+        else:
+            tail, dtype = (), self.classes_.dtype
+        return lazy_predict(self, X, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
+
+    def score(self, X, y):
+        """Mean accuracy (subset accuracy for multilabel); one pass on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_classes)
+
+        Returns
+        -------
+        score : float
+        """
+        if not _graph.is_dask(X):
+            y = in_memory(y)
+            return ClassifierMixin.score(self, X, y)
+        X = self._check_predict_input(X)
+        return lazy_score(X, y, label_block, self._state(), "accuracy")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags

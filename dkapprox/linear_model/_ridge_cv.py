@@ -1,0 +1,210 @@
+"""RidgeCV: exact K-fold cross-validation of an alpha grid in the same single pass as a fit.
+
+Rows go to folds by a seeded hash of their global index (:class:`HashedKFold`
+gives the same split to scikit-learn). The pass gathers each fold's
+statistics; the training statistics of fold k are the total minus fold k's,
+and fold k's validation error for any (coef, intercept) follows from fold k's
+statistics alone (see :func:`._solve.fold_errors`), so every alpha and every
+fold is scored on the driver without reading a row again.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.model_selection import BaseCrossValidator
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _num_samples
+
+from ._moments import hashed_folds, pool_folds, without_folds
+from ._ridge import _StreamingRegressor
+from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge, target_scores
+from ._streaming import check_Xy, gather_moments
+from ._targets import NumericTargets
+
+SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error")
+
+
+def fold_key(random_state):
+    """The 63-bit key of the fold hash drawn from ``random_state`` (an int always gives the same)."""
+    return int(check_random_state(random_state).randint(0, np.iinfo(np.int64).max, dtype=np.int64))
+
+
+class HashedKFold(BaseCrossValidator):
+    """K-fold split by a seeded hash of the row index: the folds of :class:`RidgeCV`.
+
+    Row ``i`` is in fold ``splitmix64(i + key) mod n_splits``, the key drawn
+    from ``random_state``. Folds are therefore independent of chunking and of
+    row order elsewhere, and their sizes are random (binomial) rather than
+    equal. With the same integer ``random_state`` as a :class:`RidgeCV`, this
+    scikit-learn splitter reproduces its folds (e.g. for ``GridSearchCV``).
+
+    Parameters
+    ----------
+    n_splits : int, default=5
+        Number of folds, at least 2.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the hash key.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox.linear_model import HashedKFold
+    >>> cv = HashedKFold(n_splits=3, random_state=0)
+    >>> [test.size for _, test in cv.split(np.zeros((30, 1)))]
+    [11, 10, 9]
+    """
+
+    def __init__(self, n_splits=5, *, random_state=None):
+        if not isinstance(n_splits, Integral) or n_splits < 2:
+            raise ValueError(f"n_splits must be an integer of at least 2; got {n_splits!r}.")
+        self.n_splits = int(n_splits)
+        self.random_state = random_state
+
+    def folds(self, n_samples):
+        """Fold of each of the rows ``0 .. n_samples - 1``."""
+        return hashed_folds(np.arange(n_samples), self.n_splits, fold_key(self.random_state))
+
+    def _iter_test_masks(self, X=None, y=None, groups=None):
+        folds = self.folds(_num_samples(X))
+        for k in range(self.n_splits):
+            yield folds == k
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        """The number of folds."""
+        return self.n_splits
+
+
+class RidgeCV(_StreamingRegressor):
+    """Ridge with its alpha chosen by exact K-fold cross-validation, in one pass over the data.
+
+    For each alpha and fold, the model fitted on the other folds is scored on
+    the fold, exactly as ``GridSearchCV(Ridge(), {'alpha': alphas},
+    cv=HashedKFold(n_folds, random_state=...))`` would score it, but from
+    per-fold statistics gathered in the same single pass a :class:`Ridge`
+    fit makes (each block's rows are grouped by fold, one matrix product per
+    fold, so the pass costs what a fit costs). The final model is refitted on
+    all rows from the same statistics.
+
+    Parameters
+    ----------
+    alphas : array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+        Regularization strengths to try (non-negative).
+    fit_intercept : bool, default=True
+        Fit an intercept.
+    scoring : {'r2', 'neg_mean_squared_error', 'neg_root_mean_squared_error'} or None, default=None
+        Score of a fold, averaged over targets; None is R^2 (what
+        scikit-learn's RidgeCV uses with an explicit ``cv``). Scores that need
+        individual predictions cannot come from statistics and are not offered.
+    n_folds : int, default=5
+        Number of folds, at least 2.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the fold hash; pass an int for the same folds on every fit.
+    alpha_per_target : bool, default=False
+        Choose one alpha per target (by that target's mean score).
+
+    Attributes
+    ----------
+    alpha_ : float or ndarray of shape (n_targets,)
+    best_score_ : float or ndarray of shape (n_targets,)
+        Mean over folds of the chosen alpha's score.
+    cv_scores_ : ndarray of shape (n_folds, n_alphas) or (n_folds, n_alphas, n_targets)
+        Score of every fold and alpha (per target with ``alpha_per_target``).
+    fold_sizes_ : ndarray of shape (n_folds,)
+    coef_, intercept_, solver_, n_features_in_ :
+        As in :class:`Ridge`, for the model refitted on all rows with ``alpha_``.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkapprox.linear_model import RidgeCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(10_000, 20))
+    >>> y = X @ rng.normal(size=20) + rng.normal(size=10_000)
+    >>> cv = RidgeCV(alphas=np.logspace(-2, 4, 7), n_folds=5, random_state=0)
+    >>> cv.fit(da.from_array(X, chunks=2_000), da.from_array(y, chunks=2_000)).alpha_
+    10.0
+    >>> cv.cv_scores_.shape
+    (5, 7)
+    """
+
+    _parameter_constraints: dict = {
+        "alphas": ["array-like", Interval(Real, 0, None, closed="neither")],
+        "fit_intercept": ["boolean"],
+        "scoring": [StrOptions(set(SCORINGS)), None],
+        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+        "alpha_per_target": ["boolean"],
+    }
+
+    def __init__(self, alphas=(0.1, 1.0, 10.0), *, fit_intercept=True, scoring=None, n_folds=5,
+                 random_state=None, alpha_per_target=False):
+        self.alphas = alphas
+        self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.n_folds = n_folds
+        self.random_state = random_state
+        self.alpha_per_target = alpha_per_target
+
+    def fit(self, X, y):
+        """Score every alpha on every fold and refit with the best: one pass over X and y.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+            The row block sizes of a dask array must be known (the folds
+            follow global row indices).
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        self._validate_params()
+        alphas = np.atleast_1d(np.asarray(self.alphas, dtype=np.float64)).ravel()
+        if alphas.size == 0 or np.any(alphas < 0) or not np.all(np.isfinite(alphas)):
+            raise ValueError(f"alphas must be a non-empty list of non-negative numbers; got {self.alphas!r}.")
+        scoring = self.scoring or "r2"
+        X, y, lazy = check_Xy(self, X, y, y_numeric=True)
+        n_targets = 1 if y.ndim == 1 else y.shape[1]
+        folds = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
+                               fold_key=fold_key(self.random_state))
+        empty = np.flatnonzero(folds.count == 0)
+        if empty.size or np.any(folds.count == folds.count.sum()):
+            raise ValueError(
+                f"Cannot cross-validate n_samples={int(folds.count.sum())} in {self.n_folds} folds: "
+                f"fold(s) {empty.tolist()} received no rows; use fewer folds."
+            )
+        total = pool_folds(folds)
+        scores = self._cv_scores(folds, total, alphas, scoring)  # (n_folds, n_alphas, n_targets)
+        self.fold_sizes_ = folds.count.copy()
+        if self.alpha_per_target and n_targets > 1:
+            mean = scores.mean(axis=0)
+            best = mean.argmax(axis=0)
+            self.alpha_ = alphas[best]
+            self.best_score_ = mean[best, np.arange(n_targets)]
+            self.cv_scores_ = scores
+        else:
+            per_fold = scores.mean(axis=2)
+            best = int(per_fold.mean(axis=0).argmax())
+            self.alpha_ = float(alphas[best])
+            self.best_score_ = float(per_fold.mean(axis=0)[best])
+            self.cv_scores_ = scores if self.alpha_per_target else per_fold
+        self._solve(total, X.dtype, alpha=self.alpha_, ravel=y.ndim == 1)
+        return self
+
+    def _cv_scores(self, folds, total, alphas, scoring):
+        train = without_folds(folds, total)
+        n_targets = folds.mean_y.shape[1]
+        scores = np.empty((self.n_folds, alphas.size, n_targets))
+        for k in range(self.n_folds):
+            A, B, center_z, center_y = normal_equations(train.fold(k), self.fit_intercept)
+            held_out = folds.fold(k)
+            for a, alpha in enumerate(alphas):
+                W, _ = solve_ridge(A, B, alpha)
+                sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
+                scores[k, a] = target_scores(sse, held_out, scoring)
+        return scores

@@ -1,0 +1,128 @@
+"""What every streaming learner shares: checking (X, y), the statistics pass, lazy predict and score.
+
+In-memory input is validated by scikit-learn's ``validate_data`` (its
+messages) and cut into row slices; dask input is checked on metadata only and
+reduced with :func:`dkapprox._graph.reduce_aligned_rows`, so a fit reads the
+data once and the driver receives only the statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.utils.validation import validate_data
+
+from .. import _graph
+from .._validation import FLOAT_DTYPES, check_input
+from ._moments import MomentsSpec, block_moments, combine_moments
+from ._targets import union_labels, unique_labels_block
+
+# in-memory input is cut into row slices of about this many bytes of features,
+# so that the centered copy of a slice, not of the whole array, is what we add
+SLICE_BYTES = 32 << 20
+SPLIT_EVERY = 8
+
+
+def in_memory(y):
+    """``y`` as NumPy: computed if it is a dask or zarr array (used when X is in memory)."""
+    return _graph.compute(_graph.as_dask(y))[0] if _graph.is_dask(y) else y
+
+
+def check_Xy(estimator, X, y, *, y_numeric):
+    """Validated ``(X, y, lazy)``: NumPy by scikit-learn, dask by metadata only."""
+    if y is None:
+        raise ValueError(
+            f"This {type(estimator).__name__} estimator requires y to be passed, but the target y is None."
+        )
+    if not _graph.is_dask(X):
+        y = in_memory(y)  # X is in memory, so its targets fit too
+        X, y = validate_data(estimator, X, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
+                             multi_output=True, y_numeric=y_numeric)
+        return X, y, False
+    X = check_input(estimator, X, reset=True)
+    y = _graph.as_dask(y) if _graph.is_dask(y) else np.asarray(y)
+    if y.ndim not in (1, 2):
+        raise ValueError(f"y should be a 1d or 2d array, got an array of shape {y.shape} instead.")
+    if y_numeric and y.dtype.kind not in "biuf":
+        raise ValueError(f"y must be numeric for {type(estimator).__name__}; got dtype {y.dtype}.")
+    n_x, n_y = X.shape[0], y.shape[0]
+    if not (np.isnan(n_x) or np.isnan(n_y)) and n_x != n_y:
+        raise ValueError(f"Found input variables with inconsistent numbers of samples: [{n_x}, {n_y}]")
+    return X, y, True
+
+
+def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0):
+    """The per-fold statistics of (X, y): one pass over the rows, whatever their number."""
+    spec = MomentsSpec(targets, int(n_folds), int(fold_key), type(estimator).__name__)
+    if lazy:
+        reduced = _graph.reduce_aligned_rows([X, y], block_moments, combine_moments, spec,
+                                             split_every=SPLIT_EVERY)
+        return _graph.compute(reduced)[0]
+    rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
+    parts = [block_moments(start, spec, X[start : start + rows], y[start : start + rows])
+             for start in range(0, X.shape[0], rows)]
+    return combine_moments(parts)
+
+
+def distinct_labels(y):
+    """Sorted class labels of in-memory or dask ``y`` (one pass over y, never over X)."""
+    if not _graph.is_dask(y):
+        return unique_labels_block(0, None, y)
+    y = _graph.as_dask(y)
+    return _graph.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
+
+
+def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
+    """``block_fn(block, state)`` over the row blocks of a checked dask ``X``, lazily."""
+    name = f"{type(estimator).__name__.lower()}-{method}"
+    return _graph.map_row_blocks(X, block_fn, state, tail=tail, dtype=dtype, name=name)
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    """A block's predictions (``predict(block, state)``) scored against its targets."""
+
+    predict: object
+    state: object
+    kind: str  # 'r2' or 'accuracy'
+
+
+def score_block(row_start, spec, X, y):
+    pred = np.asarray(spec.predict(X, spec.state))
+    y = np.asarray(y)
+    rows = y.shape[0]
+    if spec.kind == "accuracy":
+        if pred.ndim == 1:
+            hit = pred == y.reshape(rows)
+        else:
+            hit = np.all(pred == y.reshape(pred.shape), axis=1)
+        return rows, int(np.count_nonzero(hit))
+    y2 = y.reshape(rows, -1).astype(np.float64)
+    err = y2 - pred.reshape(rows, -1)
+    mean = y2.mean(axis=0) if rows else np.zeros(y2.shape[1])
+    return rows, mean, ((y2 - mean) ** 2).sum(axis=0), (err * err).sum(axis=0)
+
+
+def combine_accuracy(parts):
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
+def combine_r2(parts):
+    count = sum(p[0] for p in parts)
+    mean = sum(p[0] * p[1] for p in parts) / max(count, 1)
+    m2 = sum(p[2] + p[0] * (p[1] - mean) ** 2 for p in parts)
+    return count, mean, m2, sum(p[3] for p in parts)
+
+
+def lazy_score(X, y, predict, state, kind):
+    """Accuracy, or R^2 averaged over targets, of a model on dask data: one pass, nothing kept."""
+    spec = ScoreSpec(predict, state, kind)
+    combine = combine_accuracy if kind == "accuracy" else combine_r2
+    result = _graph.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec))[0]
+    if kind == "accuracy":
+        return result[1] / result[0]
+    _, _, m2, sse = result
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(m2 > 0, 1.0 - sse / m2, np.where(sse == 0, 1.0, 0.0))
+    return float(np.mean(r2))

@@ -1,0 +1,111 @@
+"""Bounded memory and one pass: what every task returns and holds, measured while dask runs the fit.
+
+The data and the features are made block by block by tasks (nothing row-sized
+is in the graph), and a scheduler callback records the size of every task's
+result and of everything held at each step.
+"""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dask.callbacks import Callback
+
+from dkapprox import RBFSampler
+from dkapprox.linear_model import Ridge, RidgeClassifier, RidgeCV
+from dkapprox.linear_model._moments import Moments
+
+ROWS, D_IN, D = 400, 6, 48  # rows per block, input features, features
+
+
+def nbytes(obj):
+    if isinstance(obj, (np.ndarray, Moments)):
+        return obj.nbytes
+    if sp.issparse(obj):
+        return obj.data.nbytes + obj.indices.nbytes + obj.indptr.nbytes
+    if isinstance(obj, (tuple, list)):
+        return sum(nbytes(o) for o in obj)
+    return 0
+
+
+class Measure(Callback):
+    """Largest task result, largest total held by the scheduler, and runs of each task."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = {}
+        self.peak_held = 0
+        self.runs = {}
+
+    def _pretask(self, key, dsk, state):
+        self.runs[key] = self.runs.get(key, 0) + 1
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.largest[key] = nbytes(result)
+        self.peak_held = max(self.peak_held, sum(nbytes(v) for v in state["cache"].values()))
+
+
+def lazy_data(n_blocks, seed=0):
+    rng = da.random.default_rng(seed)
+    X = rng.normal(size=(n_blocks * ROWS, D_IN), chunks=(ROWS, D_IN))
+    y = rng.normal(size=n_blocks * ROWS, chunks=ROWS)
+    return X, y
+
+
+def measured_fit(model, n_blocks):
+    X, y = lazy_data(n_blocks)
+    Z = RBFSampler(gamma=0.5, n_components=D, random_state=0).fit(X).transform(X)  # lazy features
+    if isinstance(model, RidgeClassifier):
+        y = (y > 0).astype(int)
+    with dask.config.set(scheduler="sync"), Measure() as measure:
+        model.fit(Z, y)
+    return measure, X
+
+
+def moments_bytes(n_folds, n_targets=1):
+    return 8 * n_folds * (1 + D + n_targets + D * D + D * n_targets + n_targets)
+
+
+@pytest.mark.parametrize("model, n_folds", [(Ridge(), 1), (RidgeCV(n_folds=5, random_state=0), 5),
+                                            (RidgeClassifier(), 1)], ids=["ridge", "ridge_cv", "classifier"])
+def test_no_task_returns_more_than_a_block_and_the_peak_does_not_grow_with_n(model, n_folds):
+    block = ROWS * D * 8  # one block of features, float64
+    stats = moments_bytes(n_folds)
+    for n_blocks in (4, 64):
+        measure, X = measured_fit(model, n_blocks)
+        # a task returns at most one block (of X, y or features) or one set of statistics: the
+        # features Z (n x D) are never materialized, and neither is anything n-sized
+        assert max(measure.largest.values()) <= max(block, stats)
+        reductions = [size for key, size in measure.largest.items()
+                      if str(key[0] if isinstance(key, tuple) else key).startswith(("block_moments", "combine"))]
+        assert len(reductions) > n_blocks and all(size == stats for size in reductions)
+        # the driver keeps only the solution
+        kept = [v for v in vars(model).values() if isinstance(v, np.ndarray)]
+        assert sum(a.nbytes for a in kept) <= 8 * (D + 2) * 2
+        # held at once: a few blocks, and the partials waiting at each level of the tree (fan-in 8:
+        # at most 7 per level, log8(n_blocks) levels), never anything that grows like n
+        levels = int(np.ceil(np.log(n_blocks) / np.log(8)))
+        assert measure.peak_held <= 3 * block + (1 + 7 * levels) * stats
+    assert measure.peak_held < n_blocks * block / 4  # at 64 blocks, far below the features' size
+
+
+@pytest.mark.parametrize("model", [Ridge(), RidgeCV(n_folds=3, random_state=0)], ids=["ridge", "ridge_cv"])
+def test_fit_reads_every_block_of_the_data_exactly_once(model):
+    measure, X = measured_fit(model, 12)
+    x_runs = [count for key, count in measure.runs.items() if isinstance(key, tuple) and key[0] == X.name]
+    assert len(x_runs) == X.numblocks[0] and set(x_runs) == {1}
+
+
+def test_classifier_reads_the_features_once_and_the_labels_twice():
+    X, y = lazy_data(10, seed=3)
+    Z = RBFSampler(n_components=D, random_state=0).fit(X).transform(X)
+    labels = (y > 0).astype(int)
+    with dask.config.set(scheduler="sync"), Measure() as measure:
+        RidgeClassifier().fit(Z, labels)
+
+    def runs(name):
+        return [c for k, c in measure.runs.items() if isinstance(k, tuple) and k[0] == name]
+
+    assert set(runs(Z.name)) == {1} and len(runs(Z.name)) == 10
+    assert set(runs(labels.name)) == {2}  # distinct classes first, then the statistics
