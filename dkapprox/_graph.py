@@ -266,7 +266,9 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     stored. ``write_block`` (a small picklable object that knows the output
     store) enters the graph once, as a state does; it must write exactly its
     block's region and then record it, so that no two tasks share an output
-    chunk and a record never precedes its data.
+    chunk and a record never precedes its data. Building the graph costs one
+    optimization of ``X`` and a dict entry per block (no per-block delayed
+    objects, which would make it quadratic).
 
     Parameters
     ----------
@@ -278,20 +280,27 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     name : str
         Key prefix, unique to this write (tasks have side effects).
     """
-    parts = X.to_delayed()
-    shipped = dask.delayed(write_block, name=f"{name}-writer", traverse=False)
-    write = dask.delayed(_write_one, pure=False)
-    tasks = []
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    (X,) = dask.optimize(X)  # fuse the array's own tasks as compute would
+    writer = f"{name}-writer"
+    layer = {writer: write_block}
+    written = []
     for index in blocks:
         index = tuple(int(i) for i in index)
-        key = f"{name}-{'-'.join(map(str, index))}"
-        tasks.append(write(parts[index], shipped, index, dask_key_name=key))
-    return dask.delayed(len, pure=False)(tasks, dask_key_name=f"{name}-count")
+        key = (name, *index)
+        layer[key] = (_write_one, (X.name, *index), writer, list(index))
+        written.append(key)
+    count = f"{name}-count"
+    layer[count] = (len, written)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
+    return Delayed(count, graph, layer=name)
 
 
 def _write_one(block, write_block, index):
-    write_block(block, index)
-    return index
+    write_block(block, tuple(index))
+    return 1
 
 
 def graph_constants(X: da.Array, predicate, *, max_layer_size=4):

@@ -93,6 +93,10 @@ def open_array(source, component=None, *, max_chunks=10_000_000, max_chunk_bytes
             raise InputDataError(
                 f"{where}: is a Zarr group, not an array; pass the array's name as component "
                 f"(arrays here: {', '.join(arrays) if arrays else 'none'}).")
+    else:
+        output = _output_holding(node)
+        if output is not None:
+            require_complete(output, where)
     return as_dask(node, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
 
 
@@ -248,6 +252,21 @@ def blocks_done(group) -> np.ndarray:
     if done.shape != numblocks:
         raise InputDataError(f"{BLOCKS_DONE} has shape {done.shape}, the layout says {numblocks}")
     return done.astype(bool)
+
+
+def _output_holding(array):
+    """The dkapprox output group whose features ``array`` is (opened through its group), else None."""
+    import zarr
+
+    path = getattr(array, "path", "") or ""
+    parent, _, name = path.rpartition("/")
+    if name != FEATURES:
+        return None
+    try:
+        group = zarr.open_group(store=array.store, path=parent, mode="r")
+    except (FileNotFoundError, ValueError, TypeError, KeyError):
+        return None
+    return group if output_attributes(group) is not None else None
 
 
 def require_complete(group, where):

@@ -157,6 +157,10 @@ def test_dkapprox_outputs_open_only_when_complete(tmp_path):
     pending = write_features(Z, out, plan={"job": 1}, compute=False)
     with pytest.raises(IncompleteStoreError, match="0 of 4 blocks written"):
         open_array(out)
+    with pytest.raises(IncompleteStoreError, match="0 of 4 blocks written"):
+        open_array(out, component="features")
+    with pytest.raises(IncompleteStoreError, match="0 of 4 blocks written"):
+        RBFSampler().fit(zarr.open_group(out, mode="r")["features"])
     pending.delayed.compute()
     pending.finalize()
     np.testing.assert_array_equal(open_array(out).compute(), np.ones((100, 4)))
