@@ -100,14 +100,14 @@ class Encoder:
         }
 
     def value(self, v, path, *, what):
+        if isinstance(v, np.generic) and v.dtype.kind in "biuf":  # before float: np.float64 is one
+            return {"__scalar__": v.dtype.str, "value": self.value(v.item(), path, what=what)}
         if v is None or isinstance(v, (bool, str)):
             return v
         if isinstance(v, int):
             return int(v)
         if isinstance(v, float):
             return v if math.isfinite(v) else {"__float__": repr(v)}
-        if isinstance(v, np.generic) and v.dtype.kind in "biuf":
-            return {"__scalar__": v.dtype.str, "value": self.value(v.item(), path, what=what)}
         if isinstance(v, np.ndarray):
             return self._ndarray(v, path, what)
         if sp.issparse(v):

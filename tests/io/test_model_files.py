@@ -88,6 +88,7 @@ def test_round_trip_is_bit_identical(tmp_path, est, X):
     assert repr(back) == repr(est)
     for name, value in vars(est).items():
         restored = vars(back)[name]
+        assert type(restored) is type(value), name  # np.float64 stays np.float64 (NEP 50 promotion)
         if isinstance(value, np.ndarray):
             assert restored.dtype == value.dtype and restored.shape == value.shape, name
             assert restored.tobytes() == value.tobytes(), name
