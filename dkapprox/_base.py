@@ -11,7 +11,9 @@ A subclass says only what is particular to it:
 This class validates input with scikit-learn's wording, dispatches NumPy input
 to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
-array: turning it into a pandas frame would compute it).
+array: turning it into a pandas frame would compute it). A 2-D
+``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox._xarray`), and
+a fitted estimator's repr ends with what it holds (widths, landmarks, bytes).
 """
 
 from __future__ import annotations

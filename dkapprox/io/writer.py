@@ -39,7 +39,13 @@ __all__ = ["PendingWrite", "WriteReport", "write_features"]
 
 @dataclass(frozen=True)
 class WriteReport:
-    """What a write did. ``blocks_written + blocks_skipped == blocks_total``."""
+    """What a write did. ``blocks_written + blocks_skipped == blocks_total``.
+
+    ``blocks_skipped`` were recorded by an earlier run and left alone;
+    ``seconds`` runs from the call of :func:`write_features` to the end of
+    the write (of ``finalize()`` with ``compute=False``); ``resumed`` says
+    that an unfinished store of the same job was continued.
+    """
 
     path: str
     blocks_total: int
