@@ -157,6 +157,20 @@ def load(path):
     ModelFileError
         Not a model directory, an unknown format version, a truncated or
         modified file (checksum or fingerprint mismatch), or invalid content.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from dkapprox.random_projection import GaussianRandomProjection
+    >>> from dkapprox.io import fingerprint, load, save
+    >>> est = GaussianRandomProjection(n_components=2, random_state=0).fit(np.eye(5))
+    >>> path = tempfile.mkdtemp() + "/projection"
+    >>> _ = save(est, path)
+    >>> loaded = load(path)
+    >>> loaded
+    GaussianRandomProjection(n_components=2, random_state=0)  # fitted: 5 -> 2 features, state 80 B
+    >>> fingerprint(loaded) == fingerprint(est)
+    True
     """
     path = os.path.abspath(os.fspath(path))
     document = read_document(path)

@@ -45,6 +45,14 @@ class WriteReport:
     ``seconds`` runs from the call of :func:`write_features` to the end of
     the write (of ``finalize()`` with ``compute=False``); ``resumed`` says
     that an unfinished store of the same job was continued.
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import write_features
+    >>> report = write_features(da.ones((10, 2), chunks=(5, 2)), tempfile.mkdtemp() + "/z.zarr", plan={})
+    >>> {k: report.to_dict()[k] for k in ("blocks_total", "blocks_written", "shape", "chunks", "dtype")}
+    {'blocks_total': 2, 'blocks_written': 2, 'shape': [10, 2], 'chunks': [5, 2], 'dtype': 'float64'}
     """
 
     path: str
@@ -72,6 +80,17 @@ class PendingWrite:
     checks that every block is recorded, marks the store complete and returns
     a :class:`WriteReport` (it raises :class:`~dkapprox.errors.IncompleteStoreError`
     if blocks are missing, e.g. after a cancelled compute: rerun the job).
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import write_features
+    >>> delayed, finalize = write_features(da.ones((10, 2), chunks=(5, 2)), tempfile.mkdtemp() + "/z.zarr",
+    ...                                    plan={}, compute=False)
+    >>> delayed.compute()  # or client.compute(delayed) with distributed.progress
+    2
+    >>> finalize().blocks_written
+    2
     """
 
     delayed: object

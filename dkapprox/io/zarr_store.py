@@ -117,6 +117,24 @@ def open_features(path, *, allow_incomplete=False, storage_options=None):
         The job that writes the store has not finished (and not allow_incomplete).
     InputDataError
         ``path`` is not a dkapprox output store.
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import open_features, write_features
+    >>> out = tempfile.mkdtemp() + "/z.zarr"
+    >>> pending = write_features(da.ones((100, 4), chunks=(50, 4)), out, plan={}, compute=False)
+    >>> open_features(out)
+    Traceback (most recent call last):
+    ...
+    dkapprox.errors.IncompleteStoreError: ...: incomplete dkapprox output (0 of 2 blocks written, ...
+    >>> pending.delayed.compute()
+    2
+    >>> open_features(out, allow_incomplete=True).shape
+    (100, 4)
+    >>> report = pending.finalize()
+    >>> float(open_features(out).sum().compute())
+    400.0
     """
     node, where = open_node(path, storage_options=storage_options)
     if not _is_group(node) or output_attributes(node) is None:
