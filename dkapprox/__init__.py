@@ -5,6 +5,7 @@ pure NumPy block function over the row blocks of a dask array at
 ``transform``; NumPy input gives scikit-learn's numbers for the same seed.
 """
 
+from .io import load, save
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
@@ -22,4 +23,6 @@ __all__ = [
     "SparseRandomProjection",
     "cauchy_kernel",
     "johnson_lindenstrauss_min_dim",
+    "load",
+    "save",
 ]
