@@ -245,6 +245,18 @@ def iter_row_blocks(arrays, order, *, prefetch=1):
             yield pending.popleft().result()
 
 
+def targets_as_dask(y) -> da.Array:
+    """Targets (1-D or 2-D) of a dask or zarr array as a dask array.
+
+    A 2-D zarr array goes through :func:`as_dask` (and dkapprox.io's checks of
+    a samples x features array); a 1-D one (a target vector) is opened lazily
+    as it is, aligned to its zarr chunks.
+    """
+    if _is_zarr(y) and len(y.shape) == 1:
+        return da.from_zarr(y)
+    return as_dask(y)
+
+
 def row_count(X: da.Array) -> int:
     """Number of rows; computes the chunk sizes only when they are unknown."""
     n = X.shape[0]

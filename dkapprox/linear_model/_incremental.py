@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _graph
 from .._validation import check_input
-from ._streaming import distinct_labels, in_memory, lazy_predict, lazy_score
+from ._streaming import as_targets, distinct_labels, in_memory, lazy_predict, lazy_score
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
             return self
         X = check_input(self, X, reset=True, dtype=None)
         rng = check_random_state(self.random_state)
-        arrays = [X] if y is None else [X, y]
+        arrays = [X] if y is None else [X, as_targets(y)]
         n_blocks = X.numblocks[0]
         for _ in range(n_epochs):
             order = rng.permutation(n_blocks) if self.shuffle_blocks else np.arange(n_blocks)

@@ -17,6 +17,7 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples
+from threadpoolctl import threadpool_limits
 
 from ._moments import hashed_folds, pool_folds, without_folds
 from ._ridge import _StreamingRegressor
@@ -198,8 +199,15 @@ class RidgeCV(_StreamingRegressor):
 
     def _cv_scores(self, folds, total, alphas, scoring):
         train = without_folds(folds, total)
-        n_targets = folds.mean_y.shape[1]
+        n_features, n_targets = folds.mean_z.shape[1], folds.mean_y.shape[1]
         scores = np.empty((self.n_folds, alphas.size, n_targets))
+        # n_folds * n_alphas small factorizations: below ~512 features each is faster on one BLAS
+        # thread than the wake-up of a second (measured: 0.4 ms against 0.6 to 60 ms on a busy host)
+        with threadpool_limits(1 if n_features <= 512 else None):
+            self._score_folds(folds, train, alphas, scoring, scores)
+        return scores
+
+    def _score_folds(self, folds, train, alphas, scoring, scores):
         for k in range(self.n_folds):
             A, B, center_z, center_y = normal_equations(train.fold(k), self.fit_intercept)
             held_out = folds.fold(k)
@@ -207,4 +215,3 @@ class RidgeCV(_StreamingRegressor):
                 W, _ = solve_ridge(A, B, alpha)
                 sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
                 scores[k, a] = target_scores(sse, held_out, scoring)
-        return scores

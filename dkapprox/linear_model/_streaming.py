@@ -24,9 +24,14 @@ SLICE_BYTES = 32 << 20
 SPLIT_EVERY = 8
 
 
+def as_targets(y):
+    """Targets as a dask array (from dask or zarr, 1-D or 2-D) or as NumPy."""
+    return _graph.targets_as_dask(y) if _graph.is_dask(y) else np.asarray(y)
+
+
 def in_memory(y):
     """``y`` as NumPy: computed if it is a dask or zarr array (used when X is in memory)."""
-    return _graph.compute(_graph.as_dask(y))[0] if _graph.is_dask(y) else y
+    return _graph.compute(_graph.targets_as_dask(y))[0] if _graph.is_dask(y) else y
 
 
 def check_Xy(estimator, X, y, *, y_numeric):
@@ -41,7 +46,7 @@ def check_Xy(estimator, X, y, *, y_numeric):
                              multi_output=True, y_numeric=y_numeric)
         return X, y, False
     X = check_input(estimator, X, reset=True)
-    y = _graph.as_dask(y) if _graph.is_dask(y) else np.asarray(y)
+    y = as_targets(y)
     if y.ndim not in (1, 2):
         raise ValueError(f"y should be a 1d or 2d array, got an array of shape {y.shape} instead.")
     if y_numeric and y.dtype.kind not in "biuf":
@@ -69,7 +74,7 @@ def distinct_labels(y):
     """Sorted class labels of in-memory or dask ``y`` (one pass over y, never over X)."""
     if not _graph.is_dask(y):
         return unique_labels_block(0, None, y)
-    y = _graph.as_dask(y)
+    y = _graph.targets_as_dask(y)
     return _graph.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
 
 
@@ -118,6 +123,7 @@ def combine_r2(parts):
 def lazy_score(X, y, predict, state, kind):
     """Accuracy, or R^2 averaged over targets, of a model on dask data: one pass, nothing kept."""
     spec = ScoreSpec(predict, state, kind)
+    y = as_targets(y)
     combine = combine_accuracy if kind == "accuracy" else combine_r2
     result = _graph.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec))[0]
     if kind == "accuracy":

@@ -35,7 +35,7 @@ def test_cluster_fits_equal_local_fits_and_features_are_made_on_workers():
     Xd, yd = da.from_array(X, chunks=250), da.from_array(y, chunks=250)
     targets = {"ridge": X[:, 0] ** 2, "ridge_cv": X[:, 0] ** 2, "classifier": yd, "incremental": yd}
     local = {name: pipe.fit(Xd, targets[name]) for name, pipe in models().items()}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:
         workers = set(client.scheduler_info()["workers"])
         remote = {}

@@ -146,3 +146,20 @@ def test_errors_have_scikit_learn_wording():
     model = Ridge().fit(Xd, y)
     with pytest.raises(ValueError, match="X has 11 features, but Ridge is expecting 12 features"):
         model.predict(Xd[:, :11])
+
+
+def test_fit_from_zarr_arrays_on_disk(tmp_path):
+    import zarr
+
+    X, y = make_data(8, n=1_000, n_targets=None)
+    zX = zarr.create_array(store=str(tmp_path / "X"), shape=X.shape, chunks=(128, X.shape[1]), dtype="f8")
+    zy = zarr.create_array(store=str(tmp_path / "y"), shape=y.shape, chunks=(300,), dtype="f8")
+    zX[:], zy[:] = X, y
+    zX, zy = zarr.open_array(str(tmp_path / "X"), mode="r"), zarr.open_array(str(tmp_path / "y"), mode="r")
+    ref = sk.Ridge(alpha=0.5).fit(X, y)
+    model = Ridge(alpha=0.5).fit(zX, zy)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-10)
+    assert model.score(zX, zy) == pytest.approx(ref.score(X, y), rel=1e-10)
+    pipe = make_pipeline(RBFSampler(n_components=40, random_state=0), Ridge()).fit(zX, zy)
+    assert isinstance(pipe.predict(zX), da.Array)
+    assert Ridge(alpha=0.5).fit(X, zy).coef_ == pytest.approx(ref.coef_, rel=1e-10)  # y read into memory
