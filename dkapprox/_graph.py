@@ -270,6 +270,27 @@ def _nrows(block):
     return block.shape[0]
 
 
+def generate_rows(block_fn, n_rows, n_cols, *, chunk_rows, dtype, name, args=()):
+    """A lazy ``(n_rows, n_cols)`` array made block by block on the workers.
+
+    Row block ``i`` is ``block_fn(i, start, stop, *args)`` for its global rows
+    ``start:stop``; nothing is held on the driver, so the array may be far
+    larger than any memory (the demo's synthetic data set is made this way).
+    ``block_fn`` must be a module-level function, pickled by reference.
+    """
+    chunks = da.core.normalize_chunks((chunk_rows, n_cols), (n_rows, n_cols))
+    token = tokenize(block_fn, n_rows, n_cols, chunk_rows, np.dtype(dtype).str, args)
+    return da.map_blocks(
+        _generate_block, block_fn, args, chunks=chunks, dtype=dtype,
+        meta=np.empty((0, 0), dtype), name=f"{name}-{token}",
+    )
+
+
+def _generate_block(block_fn, args, block_info=None):
+    (start, stop), _ = block_info[None]["array-location"]
+    return block_fn(block_info[None]["chunk-location"][0], start, stop, *args)
+
+
 def store_blocks(X: da.Array, write_block, blocks, *, name):
     """Call ``write_block(block, index)`` on chosen blocks of ``X``; a delayed count of calls.
 

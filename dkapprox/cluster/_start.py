@@ -110,13 +110,13 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-def _start_cluster(config: ClusterConfig):
+def _start_cluster(config: ClusterConfig, worker_log_level):
     """The cluster object for a config (None for an existing scheduler)."""
     opts = config.options
     if config.kind == "local":
         from distributed import LocalCluster
 
-        kw = dict(opts)
+        kw = dict(opts, silence_logs=worker_log_level)
         kw.setdefault("threads_per_worker", 1)
         kw.setdefault("dashboard_address", ":8787")
         if kw["dashboard_address"] is None:
@@ -145,12 +145,14 @@ def _start_cluster(config: ClusterConfig):
 
 
 @contextlib.contextmanager
-def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None):
+def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None,
+            worker_log_level=logging.WARNING):
     """A distributed Client for ``config`` (or a scheduler address), closed on exit.
 
     Without either, a LocalCluster sized to the machine. The cluster is shut
     down on exit if this function started it; an existing scheduler is left
-    running.
+    running. ``worker_log_level`` applies to the workers of a local cluster
+    (the command line raises it so that a failing task logs no traceback).
 
     Examples
     --------
@@ -167,7 +169,7 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
     if scheduler is not None:
         config = ClusterConfig("scheduler", {"address": scheduler}, "--scheduler")
     config = config or default_config()
-    cluster = _start_cluster(config)
+    cluster = _start_cluster(config, worker_log_level)
     try:
         if cluster is None:
             address = config.options["address"]

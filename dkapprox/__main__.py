@@ -1,0 +1,8 @@
+"""``python -m dkapprox``: the same as the ``dkapprox`` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
