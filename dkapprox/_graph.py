@@ -291,6 +291,77 @@ def _generate_block(block_fn, args, block_info=None):
     return block_fn(block_info[None]["chunk-location"][0], start, stop, *args)
 
 
+def row_sizes(X: da.Array) -> tuple:
+    """Rows in every row block of ``X``, as Python ints.
+
+    Known chunk sizes cost nothing. Unknown ones (NaN, e.g. after boolean
+    indexing) are found in **one pass** over the data, each block computed
+    once: call this once per fit and pass the result on (``sizes=``), so that
+    later passes do not pay it again.
+    """
+    chunks = X.chunks[0]
+    if not any(np.isnan(c) for c in chunks):
+        return tuple(int(c) for c in chunks)
+    sizes = dask.compute(*[dask.delayed(_nrows, pure=True)(b) for b in row_blocks(X)])
+    return tuple(int(s) for s in sizes)
+
+
+def take_rows(X: da.Array, indices, *, sizes=None):
+    """The rows ``X[indices]`` (global row indices, in that order) as one delayed object.
+
+    One pass at most: only the row blocks holding a wanted row are read, each
+    once, and each gives just its wanted rows to the final assembly, so the
+    driver receives ``len(indices)`` rows and nothing else. Blocks may be
+    NumPy or scipy.sparse (the result is then CSR). Compute it together with
+    anything else the fit needs (``compute(a, b)``).
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_samples, n_features)
+    indices : array of int
+        Global row indices in ``[0, n_samples)``.
+    sizes : tuple of int, optional
+        Rows per block, from :func:`row_sizes` (computed here when omitted).
+    """
+    sizes = row_sizes(X) if sizes is None else tuple(sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    indices = np.asarray(indices, dtype=np.int64).ravel()
+    if indices.size and (indices.min() < 0 or indices.max() >= starts[-1]):
+        raise IndexError(f"row indices must lie in [0, {int(starts[-1])}) for this array")
+    if indices.size == 0:
+        return dask.delayed(np.empty((0, X.shape[1]), dtype=X.dtype))
+    block_of = np.searchsorted(starts, indices, side="right") - 1
+    order = np.argsort(block_of, kind="stable")  # positions in `indices`, grouped by block
+    hit, first = np.unique(block_of[order], return_index=True)
+    groups = np.split(order, first[1:])
+    blocks = row_blocks(X)
+    take = dask.delayed(_take_local, pure=True)
+    parts = [take(blocks[b], indices[g] - starts[b]) for b, g in zip(hit, groups)]
+    return dask.delayed(_assemble_rows, pure=True)(parts, np.concatenate(groups))
+
+
+def _take_local(block, local):
+    return block[local]
+
+
+def _assemble_rows(parts, positions):
+    rows = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
+    return rows[np.argsort(positions, kind="stable")]
+
+
+def with_row_sizes(X: da.Array, sizes) -> da.Array:
+    """``X`` with its row chunk sizes declared (same graph, same keys, nothing computed).
+
+    For an array whose row sizes were unknown (NaN) and have been found by
+    :func:`row_sizes`: later passes then know every block's global row offset
+    (e.g. :func:`reduce_aligned_rows`) without counting rows again.
+    """
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) != X.numblocks[0]:
+        raise ValueError(f"{len(sizes)} row sizes for an array of {X.numblocks[0]} row blocks")
+    return da.Array(X.dask, X.name, chunks=(sizes,) + X.chunks[1:], meta=X._meta)
+
+
 def store_blocks(X: da.Array, write_block, blocks, *, name):
     """Call ``write_block(block, index)`` on chosen blocks of ``X``; a delayed count of calls.
 

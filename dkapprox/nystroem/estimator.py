@@ -1,0 +1,239 @@
+"""Nystroem: scikit-learn's estimator, with landmark selection that scales and better landmarks."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.kernel_approximation import Nystroem as _SkNystroem
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_array
+
+from .. import _graph
+from .._base import BlockwiseTransformer
+from .._validation import FLOAT_DTYPES
+from .kernels import Kernel, NystroemState, nystroem_features
+from .landmarks import SELECTORS, Given, make_selector
+from .normalization import default_rtol, inverse_sqrt
+from .rows import row_source
+
+
+class Nystroem(BlockwiseTransformer):
+    """Approximate a kernel map using a subset of the training data (or better landmarks).
+
+    Same parameters, defaults, fitted attributes, warnings and (for the default
+    ``landmarks='uniform'`` and an integer ``random_state``) the same numbers
+    as :class:`sklearn.kernel_approximation.Nystroem`; also takes dask and
+    zarr arrays far larger than memory, and can choose its landmarks by
+    k-means or by ridge leverage scores, which approximate the kernel better
+    than uniform sampling on unevenly dense data.
+
+    Parameters
+    ----------
+    kernel : str or callable, default='rbf'
+        A name from ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS``
+        (rbf, laplacian, polynomial/poly, sigmoid, cosine, linear, chi2,
+        additive_chi2), a callable ``k(x, y, **kernel_params) -> float``, or
+        ``'precomputed'``: ``X`` is then a kernel matrix, square at fit
+        (training rows by training rows) and (n_samples, n_train) at transform.
+        Only ``landmarks='uniform'`` is possible with 'precomputed' (k-means
+        centroids and leverage scores need the points themselves: we raise a
+        ValueError); the landmarks are then *columns*: the features of a row
+        are its landmark columns times ``normalization_``. scikit-learn allows
+        'precomputed' only with ``n_components >= n_samples`` and gives the same
+        numbers there; smaller ``n_components`` is a true Nystroem here.
+    gamma, coef0, degree : float, default=None
+        Kernel parameters, as in scikit-learn (None: the kernel's default).
+        Must be None for a callable or precomputed kernel.
+    kernel_params : dict, default=None
+        More keyword arguments for the kernel. Never modified.
+    n_components : int, default=100
+        Number of landmarks and of output features. Larger than the number of
+        samples: the number of samples, with scikit-learn's warning. Ignored
+        when ``landmarks`` is an array.
+    random_state : int, RandomState instance or None, default=None
+        Seed of every random choice, all drawn on the driver with NumPy.
+    n_jobs : int, default=None
+        joblib jobs of ``pairwise_kernels`` for in-memory input (dask input is
+        parallel by blocks; its tasks use one job each).
+    landmarks : {'uniform', 'kmeans', 'leverage'} or array of shape (n_landmarks, n_features), \
+default='uniform'
+        How to choose the landmarks, always by global row index so that the
+        result never depends on chunking. Passes over dask input (plus one
+        when its row chunk sizes are unknown, to count rows):
+
+        - ``'uniform'``: rows sampled without replacement; scikit-learn's
+          ``random_state.permutation(n_samples)[:n_components]`` for up to
+          ``dkapprox.nystroem.landmarks.PERMUTATION_MAX_ROWS`` (10_000_000)
+          rows, above that an O(n_components)-memory draw. One pass, reading
+          only the blocks that hold a landmark, each once.
+        - ``'kmeans'``: k-means++ seeding on a uniform subsample (one pass),
+          then ``n_iter`` (default 4) Lloyd steps over all the rows, each one
+          blockwise pass with a tree reduction: 1 + n_iter passes. The
+          landmarks are the centroids (``components_`` are not rows of X).
+        - ``'leverage'``: approximate ridge leverage score sampling: a uniform
+          pilot (one pass), then one pass that scores every row against the
+          pilot and samples ``n_components`` distinct rows: 2 passes.
+        - an array: these landmarks (no pass; ``n_components`` is ignored).
+    landmark_params : dict, default=None
+        Options of the landmark method, never modified:
+        ``'kmeans'``: ``n_iter`` (4), ``sample_size`` (max(10_000, 20 * n_components));
+        ``'leverage'``: ``pilot_size`` (n_components), ``rank``
+        (n_components // 16: the ridge is the mean pilot eigenvalue beyond it);
+        ``'uniform'``: ``max_permutation_rows`` (10_000_000).
+
+    Attributes
+    ----------
+    components_ : ndarray or sparse matrix of shape (n_components, n_features)
+        The landmarks (sparse for sparse X with row landmarks, as scikit-learn).
+    component_indices_ : ndarray of shape (n_components,), dtype int64
+        Global row index of each landmark in the training set. For
+        ``'kmeans'``: the row whose k-means++ seed became that centroid. For an
+        array of landmarks: -1.
+    normalization_ : ndarray of shape (n_components, n_components)
+        ``K^(-1/2)`` of the landmark kernel matrix ``K``, by a symmetric
+        eigendecomposition in float64 with eigenvalues ``|w| <= rtol * max|w|``
+        treated as zero, ``rtol = max(n_components * eps(float64), eps(K.dtype))``
+        (scikit-learn clips singular values at 1e-12 instead; both agree when
+        ``K`` is well conditioned; see :mod:`dkapprox.nystroem.normalization`). Negative
+        eigenvalues keep their sign, as scikit-learn's SVD does. In X's dtype.
+    landmark_passes_ : int
+        Passes over dask input the landmark selection made (0 for in-memory
+        input), counting the one that finds unknown chunk sizes.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only for input with string feature names.
+
+    Notes
+    -----
+    ``transform`` maps one task per row block: ``k(block, components_) @
+    normalization_.T`` with scikit-learn's ``pairwise_kernels``, memory about
+    twice block_rows x n_components; float32 stays float32 (also for the
+    laplacian kernel, which scikit-learn returns in float64); the landmarks
+    and the normalization enter the graph once.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dkapprox.nystroem import Nystroem
+    >>> X = da.random.default_rng(0).random((10_000, 8), chunks=(1_000, 8))
+    >>> est = Nystroem(n_components=64, landmarks="kmeans", random_state=0).fit(X)
+    >>> est.components_.shape, est.normalization_.shape
+    ((64, 8), (64, 64))
+    >>> Z = est.transform(X)
+    >>> Z
+    dask.array<nystroem-transform, shape=(10000, 64), dtype=float64, chunksize=(1000, 64), chunktype=numpy.ndarray>
+    >>> Z.compute().shape
+    (10000, 64)
+    """
+
+    _parameter_constraints = {
+        **_SkNystroem._parameter_constraints,
+        "landmarks": [StrOptions(set(SELECTORS)), "array-like"],
+        "landmark_params": [dict, None],
+    }
+    _accept_sparse = ("csr",)
+    _block_fn = staticmethod(nystroem_features)
+
+    def __init__(self, kernel="rbf", *, gamma=None, coef0=None, degree=None, kernel_params=None,
+                 n_components=100, random_state=None, n_jobs=None, landmarks="uniform",
+                 landmark_params=None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.landmarks = landmarks
+        self.landmark_params = landmark_params
+
+    def _fit(self, X):
+        kernel = Kernel.of(self)
+        selector = self._selector(X, kernel)
+        rows = row_source(X)
+        if isinstance(selector, Given):
+            n_components = selector.components.shape[0]
+        else:
+            n_samples = rows.n_rows
+            if kernel.precomputed and n_samples != X.shape[1]:
+                raise ValueError(
+                    f"kernel='precomputed' needs the square training kernel matrix at fit; "
+                    f"got X of shape ({n_samples}, {X.shape[1]}).")
+            n_components = self.n_components
+            if n_components > n_samples:
+                n_components = n_samples
+                warnings.warn(
+                    "n_components > n_samples. This is not possible.\n"
+                    "n_components was set to n_samples, which results"
+                    " in inefficient evaluation of the full kernel."
+                )
+        chosen = selector.select(rows, n_components, kernel, check_random_state(self.random_state))
+        self.components_ = _as_dtype(chosen.components, X.dtype)
+        self.component_indices_ = chosen.indices
+        self.landmark_passes_ = rows.passes
+        basis_kernel = kernel.between(self.components_, self._landmarks(), n_jobs=self.n_jobs)
+        rtol = default_rtol(n_components, basis_kernel.dtype)
+        self.normalization_ = inverse_sqrt(basis_kernel, rtol=rtol).astype(X.dtype, copy=False)
+
+    def _selector(self, X, kernel):
+        if isinstance(self.landmarks, str):
+            selector = make_selector(self.landmarks, self.landmark_params)
+            if kernel.precomputed and self.landmarks != "uniform":
+                raise ValueError(
+                    f"landmarks={self.landmarks!r} needs the data points, not a precomputed kernel: "
+                    "use landmarks='uniform' with kernel='precomputed'.")
+            return selector
+        if kernel.precomputed:
+            raise ValueError("An array of landmarks needs the data points, not a precomputed kernel: "
+                             "use landmarks='uniform' with kernel='precomputed'.")
+        if self.landmark_params:
+            raise ValueError("landmark_params has no options for an array of landmarks.")
+        given = self.landmarks
+        if _graph.is_dask(given):
+            given = _graph.compute(_graph.as_dask(given))[0]
+        given = check_array(given, accept_sparse="csr", dtype=FLOAT_DTYPES, input_name="landmarks")
+        if given.shape[1] != X.shape[1]:
+            raise ValueError(
+                f"landmarks has {given.shape[1]} features, but Nystroem is fitted on X with "
+                f"{X.shape[1]} features.")
+        return Given(given)
+
+    def _landmarks(self):
+        """What the kernel is evaluated against: rows, or columns for 'precomputed'."""
+        return self.component_indices_ if Kernel.of(self).precomputed else self.components_
+
+    @property
+    def _n_features_out(self):
+        return self.normalization_.shape[0]
+
+    def _out_dtype(self, dtype):
+        return np.result_type(dtype, self.normalization_.dtype)
+
+    def _state(self, dtype):
+        dtype = self._out_dtype(dtype)
+        return NystroemState(Kernel.of(self), _as_dtype(self._landmarks(), dtype),
+                             np.ascontiguousarray(self.normalization_.T, dtype=dtype))
+
+    def _transform(self, X, X_orig, **kwargs):
+        if not _graph.is_dask(X) and self.n_jobs is not None:
+            state = self._state(X.dtype)
+            state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
+            return super()._transform(X, X_orig, state=state)
+        return super()._transform(X, X_orig)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def _as_dtype(a, dtype):
+    """Float landmarks in ``dtype`` (index arrays and their dtype are left alone)."""
+    if a.dtype.kind != "f":
+        return a
+    return a.astype(dtype, copy=False) if not sp.issparse(a) else a.astype(dtype)

@@ -1,0 +1,72 @@
+"""Row access for landmark selection: the same three questions of in-memory and dask data.
+
+A landmark selector only asks how many rows there are, for some rows by
+global index, and for a fold of ``chunk_fn(row_start, state, block)`` over the
+row blocks. :class:`InMemoryRows` answers on the array at hand;
+:class:`DaskRows` answers with :mod:`dkapprox._graph` (each ``take`` and each
+``reduce`` is one pass over the data, each block read at most once; unknown
+chunk sizes cost one more pass, once per fit). ``passes`` counts the passes.
+"""
+
+from __future__ import annotations
+
+from .. import _graph
+
+
+class InMemoryRows:
+    """NumPy or scipy.sparse rows: one block holding every row."""
+
+    def __init__(self, X):
+        self.X = X
+        self.passes = 0
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    def take(self, indices):
+        return self.X[indices]
+
+    def reduce(self, chunk_fn, combine_fn, state):
+        return combine_fn([chunk_fn(0, state, self.X)])
+
+
+class DaskRows:
+    """Rows of a dask array, addressed by global row index whatever the chunking."""
+
+    def __init__(self, X):
+        self.X = X
+        self.passes = 0
+        self._sizes = None
+
+    @property
+    def sizes(self) -> tuple:
+        """Rows per block; unknown sizes are counted once (a pass) and then declared on ``X``."""
+        if self._sizes is None:
+            if any(c != c for c in self.X.chunks[0]):  # NaN: unknown chunk sizes
+                self.passes += 1
+                self._sizes = _graph.row_sizes(self.X)
+                self.X = _graph.with_row_sizes(self.X, self._sizes)
+            else:
+                self._sizes = _graph.row_sizes(self.X)
+        return self._sizes
+
+    @property
+    def n_rows(self) -> int:
+        return sum(self.sizes)
+
+    def take(self, indices):
+        lazy = _graph.take_rows(self.X, indices, sizes=self.sizes)
+        self.passes += 1
+        return _graph.compute(lazy)[0]
+
+    def reduce(self, chunk_fn, combine_fn, state):
+        if self._sizes is None:  # every block must know its global row offset
+            self._sizes = self.sizes
+        lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state)
+        self.passes += 1
+        return _graph.compute(lazy)[0]
+
+
+def row_source(X):
+    return DaskRows(X) if _graph.is_dask(X) else InMemoryRows(X)

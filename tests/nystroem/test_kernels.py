@@ -1,0 +1,67 @@
+"""Kernel plumbing and the transform: diagonals, frozen parameters, lazy transform, state shipped once."""
+
+import cloudpickle
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels
+
+from dkapprox.nystroem import Nystroem
+from dkapprox.nystroem.kernels import Kernel
+
+PARAMS = {"polynomial": (("coef0", 0.5), ("degree", 2), ("gamma", 0.7)), "sigmoid": (("gamma", 0.2),),
+          "rbf": (("gamma", 3.0),)}
+
+
+def scaled_dot(x, y, scale=2.0):
+    return scale * float(np.dot(x, y))
+
+
+@pytest.mark.parametrize("metric", sorted(PAIRWISE_KERNEL_FUNCTIONS) + [scaled_dot])
+def test_diagonal_equals_the_kernel_matrix_diagonal(metric):
+    X = np.random.default_rng(0).random((40, 5))
+    X[3] = 0.0  # a zero row (cosine normalizes it to zero)
+    kernel = Kernel(metric, PARAMS.get(metric, (("scale", 3.0),) if callable(metric) else ()))
+    expected = np.diag(pairwise_kernels(X, metric=metric, filter_params=True, **dict(kernel.params)))
+    np.testing.assert_allclose(kernel.diagonal(X), expected, rtol=1e-12, atol=1e-12)
+    if not callable(metric):  # a callable gets what it gets: this one takes dense rows only
+        np.testing.assert_allclose(kernel.diagonal(sp.csr_matrix(X)), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_transform_is_lazy_and_declares_what_it_computes():
+    X = np.random.default_rng(0).random((500, 6)).astype(np.float32)
+    est = Nystroem(n_components=40, random_state=0).fit(X)
+    lazy = est.transform(da.from_array(X, chunks=(64, 3)))
+    assert lazy.dtype == np.float32 and lazy.shape == (500, 40)
+    assert lazy.chunks == ((64,) * 7 + (52,), (40,))
+    assert lazy._meta.dtype == np.float32
+    out = lazy.compute()
+    assert out.dtype == np.float32 and out.shape == (500, 40)
+
+
+def test_landmarks_and_normalization_enter_the_graph_once():
+    X = np.random.default_rng(0).random((400, 300))
+    est = Nystroem(n_components=400, random_state=0).fit(X)  # state: 400 x 300 + 400 x 400 float64 = 2.2 MB
+    state_bytes = est.components_.nbytes + est.normalization_.nbytes
+    lazy = est.transform(da.from_array(X, chunks=(2, -1)))  # 200 blocks
+    graph = dict(lazy.__dask_graph__())
+    assert len(cloudpickle.dumps(graph)) < 2 * state_bytes + X.nbytes
+
+
+def test_n_jobs_runs_pairwise_kernels_in_parallel_for_in_memory_input_only():
+    X = np.random.default_rng(0).random((300, 4))
+    serial = Nystroem(n_components=30, random_state=0).fit(X)
+    parallel = Nystroem(n_components=30, random_state=0, n_jobs=2).fit(X)
+    np.testing.assert_allclose(parallel.transform(X), serial.transform(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(parallel.transform(da.from_array(X, chunks=100)).compute(), serial.transform(X),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_feature_names_and_pandas_output():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).random((30, 3)), columns=["a", "b", "c"])
+    est = Nystroem(n_components=5, random_state=0).set_output(transform="pandas").fit(X)
+    out = est.transform(X)
+    assert list(out.columns) == [f"nystroem{i}" for i in range(5)]
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
