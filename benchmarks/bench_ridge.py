@@ -101,6 +101,8 @@ def run(sizes, n_components, repeats, baseline_max, root):
         # a fresh cluster per size, so that each peak is that size's own
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
                 Client(cluster):
+            # warm-up: workers import the libraries and see the state once before anything is timed
+            Ridge().fit(features.transform(X)[:CHUNK_ROWS], y[:CHUNK_ROWS])
             sampler = MemorySampler()
             fits = [measured(lambda: Ridge(alpha=1.0).fit(features.transform(X), y), sampler, f"fit{r}")
                     for r in range(repeats)]

@@ -10,6 +10,8 @@ fold is scored on the driver without reading a row again.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -198,20 +200,26 @@ class RidgeCV(_StreamingRegressor):
         return self
 
     def _cv_scores(self, folds, total, alphas, scoring):
-        train = without_folds(folds, total)
-        n_features, n_targets = folds.mean_z.shape[1], folds.mean_y.shape[1]
-        scores = np.empty((self.n_folds, alphas.size, n_targets))
-        # n_folds * n_alphas small factorizations: below ~512 features each is faster on one BLAS
-        # thread than the wake-up of a second (measured: 0.4 ms against 0.6 to 60 ms on a busy host)
-        with threadpool_limits(1 if n_features <= 512 else None):
-            self._score_folds(folds, train, alphas, scoring, scores)
-        return scores
+        """Scores (n_folds, n_alphas, n_targets): n_folds * n_alphas solves on the driver.
 
-    def _score_folds(self, folds, train, alphas, scoring, scores):
-        for k in range(self.n_folds):
-            A, B, center_z, center_y = normal_equations(train.fold(k), self.fit_intercept)
-            held_out = folds.fold(k)
-            for a, alpha in enumerate(alphas):
-                W, _ = solve_ridge(A, B, alpha)
-                sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
-                scores[k, a] = target_scores(sse, held_out, scoring)
+        Each solve runs on one BLAS thread and the folds run in parallel
+        threads (LAPACK releases the GIL): letting NumPy's and SciPy's
+        OpenBLAS each spin two threads on two cores made the 50 solves of a
+        1024-feature grid take 14 s instead of 0.9 s (measured).
+        """
+        train = without_folds(folds, total)
+        workers = min(self.n_folds, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1)
+        with threadpool_limits(1), ThreadPoolExecutor(max_workers=workers) as pool:
+            per_fold = pool.map(lambda k: self._fold_scores(train.fold(k), folds.fold(k), alphas, scoring),
+                                range(self.n_folds))
+            return np.stack(list(per_fold))
+
+    def _fold_scores(self, train, held_out, alphas, scoring):
+        A, B, center_z, center_y = normal_equations(train, self.fit_intercept)
+        scores = np.empty((alphas.size, B.shape[1]))
+        for a, alpha in enumerate(alphas):
+            W, _ = solve_ridge(A, B, alpha)
+            sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
+            scores[a] = target_scores(sse, held_out, scoring)
+        return scores
