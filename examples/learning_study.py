@@ -38,11 +38,7 @@ from sklearn.svm import SVC
 
 from dkapprox import RBFSampler
 from dkapprox.linear_model import RidgeClassifier
-
-try:
-    from dkapprox.nystroem import Nystroem
-except ImportError:  # an older dkapprox: scikit-learn's, which computes dask input into memory
-    from sklearn.kernel_approximation import Nystroem
+from dkapprox.nystroem import Nystroem
 
 ALPHA = 1e-2  # RidgeClassifier's penalty on the features
 

@@ -49,3 +49,20 @@ def test_ridge_on_nystroem_features_is_woodbury_kernel_ridge(seed, n_components)
         np.testing.assert_allclose(ridge.predict(Z_test), predicted, rtol=1e-6, atol=1e-8)
     # and the weights are the dual coefficients seen through the features: w = Z^T c
     np.testing.assert_allclose(ridge.coef_, Z.T @ c, rtol=1e-6, atol=1e-8)
+
+
+def test_lazy_pipeline_with_dkapprox_nystroem_is_the_same_kernel_ridge():
+    from sklearn.pipeline import make_pipeline
+
+    from dkapprox.nystroem import Nystroem as DkNystroem
+
+    rng = np.random.default_rng(3)
+    X, X_test = rng.uniform(-2, 2, size=(600, 3)), rng.uniform(-2, 2, size=(80, 3))
+    y = np.cos(X[:, 0]) * X[:, 1] + 0.1 * rng.normal(size=600)
+    pipe = make_pipeline(DkNystroem(gamma=GAMMA, n_components=50, random_state=1),
+                         Ridge(alpha=LAM * len(X), fit_intercept=False))
+    pipe.fit(da.from_array(X, chunks=(97, -1)), da.from_array(y, chunks=150))  # features never stored
+    _, _, predicted = woodbury_krr(X, y, pipe[0].components_, X_test)
+    lazy = pipe.predict(da.from_array(X_test, chunks=(30, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), predicted, rtol=1e-6, atol=1e-8)

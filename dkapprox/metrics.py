@@ -1,0 +1,185 @@
+"""How well a fitted feature map approximates its kernel, measured on a seeded sample of rows.
+
+:func:`kernel_approximation_error` compares the exact kernel matrix K of a
+sample with the approximation Z Z^T made by the transformer's features:
+relative errors ``||K - Z Z^T|| / ||K||`` in Frobenius and spectral norm.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import KERNEL_PARAMS, additive_chi2_kernel, pairwise_kernels
+from sklearn.utils import check_random_state
+from sklearn.utils.random import sample_without_replacement
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from . import _graph
+
+__all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
+
+_ROWS = 256  # rows of the sample transformed at a time
+
+
+class KernelApproximationError(NamedTuple):
+    """Relative errors of Z Z^T against the exact kernel K on a sample of rows."""
+
+    frobenius: float  # ||K - Z Z^T||_F / ||K||_F
+    spectral: float  # ||K - Z Z^T||_2 / ||K||_2
+    n_samples: int  # rows in the sample
+
+
+def chi2_sum_kernel(X, Y=None):
+    """sum_i 2 x_i y_i / (x_i + y_i): the additive chi-squared kernel AdditiveChi2Sampler approximates.
+
+    Written with scikit-learn's ``additive_chi2_kernel`` (which is
+    ``-sum (x - y)^2 / (x + y)``): 2xy / (x + y) = (x + y) / 2 - (x - y)^2 / (2 (x + y)).
+    """
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    Y = X if Y is None else (Y.toarray() if sp.issparse(Y) else np.asarray(Y))
+    return 0.5 * (X.sum(axis=1)[:, None] + Y.sum(axis=1)[None, :] + additive_chi2_kernel(X, Y))
+
+
+def skewed_chi2_kernel(X, Y=None, *, skewedness=1.0):
+    """prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c), the kernel of SkewedChi2Sampler."""
+    X = np.asarray(X, dtype=np.float64)
+    Y = X if Y is None else np.asarray(Y, dtype=np.float64)
+    c = float(skewedness)
+    half_x = 0.5 * np.log(X + c)
+    half_y = 0.5 * np.log(Y + c)
+    out = np.empty((X.shape[0], Y.shape[0]))
+    rows = max(1, (1 << 22) // max(1, Y.size))  # a (rows, n_y, n_features) tile of 32 MB at a time
+    for start in range(0, X.shape[0], rows):
+        x = X[start : start + rows, None, :]
+        log = np.log(2.0) + half_x[start : start + rows, None, :] + half_y[None] - np.log(x + Y[None] + 2 * c)
+        out[start : start + rows] = np.exp(log.sum(axis=2))
+    return out
+
+
+def _kernel_of(transformer):
+    """The exact kernel a known transformer approximates, as a function of the sample."""
+    name = type(transformer).__name__
+    if hasattr(transformer, "kernel") and hasattr(transformer, "kernel_params"):  # Nystroem
+        metric = transformer.kernel
+        if isinstance(metric, str) and metric == "precomputed":
+            raise ValueError("A Nystroem on a precomputed kernel has no kernel to compare with: pass kernel=.")
+        params = dict(transformer.kernel_params or {})
+        if isinstance(metric, str):
+            for key in KERNEL_PARAMS.get(metric, ()):
+                if getattr(transformer, key, None) is not None:
+                    params[key] = getattr(transformer, key)
+        # a callable Nystroem kernel is scikit-learn's k(x, y) -> float, evaluated pairwise
+        return lambda Xs: pairwise_kernels(Xs, metric=metric, **params)
+    if name == "RBFSampler":
+        gamma = float(getattr(transformer, "_gamma", transformer.gamma))  # 'scale' resolved at fit
+        return lambda Xs: pairwise_kernels(Xs, metric="rbf", gamma=gamma)
+    if name == "PolynomialCountSketch":
+        params = {"gamma": transformer.gamma, "degree": transformer.degree, "coef0": transformer.coef0}
+        return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
+    if name == "SkewedChi2Sampler":
+        return lambda Xs: skewed_chi2_kernel(Xs, skewedness=transformer.skewedness)
+    if name == "AdditiveChi2Sampler":
+        return chi2_sum_kernel
+    if name in ("GaussianRandomProjection", "SparseRandomProjection"):
+        return lambda Xs: pairwise_kernels(Xs, metric="linear")
+    raise ValueError(
+        f"Cannot tell which kernel {name} approximates: pass kernel= (a name from "
+        "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
+    )
+
+
+def _given_kernel(kernel, params):
+    if callable(kernel):
+        return lambda Xs: kernel(Xs, Xs, **params)
+    return lambda Xs: pairwise_kernels(Xs, metric=kernel, **params)
+
+
+def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, random_state=None,
+                               kernel_params=None):
+    """Relative Frobenius and spectral errors of a fitted feature map against its exact kernel.
+
+    A sample of ``n_samples`` rows is drawn by global row index (seeded by
+    ``random_state``, so it does not depend on chunking); from a dask or zarr
+    array only the blocks holding sampled rows are read, each giving just its
+    sampled rows. The sample's exact kernel K (``n_samples^2``) is compared
+    with ``Z Z^T``, Z being the transformer's features of the sample, computed
+    ``256`` rows at a time.
+
+    Parameters
+    ----------
+    transformer : fitted transformer
+        dkapprox's or scikit-learn's (RBFSampler, Nystroem, PolynomialCountSketch,
+        SkewedChi2Sampler, AdditiveChi2Sampler, random projections: their
+        kernel is inferred), or any other with ``kernel=`` given.
+    X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples_total, n_features)
+        Data to sample the rows from.
+    kernel : str or callable, default=None
+        The exact kernel: a name from
+        ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` or a callable
+        ``kernel(X, Y, **kernel_params)`` returning the kernel matrix. None:
+        the one the transformer approximates (for a callable Nystroem kernel,
+        scikit-learn's ``k(x, y)`` evaluated pairwise).
+    n_samples : int, default=1000
+        Rows in the sample (all rows if fewer).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the sample.
+    kernel_params : dict, default=None
+        Parameters of an explicit ``kernel``.
+
+    Returns
+    -------
+    errors : KernelApproximationError
+        Named tuple ``(frobenius, spectral, n_samples)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox import RBFSampler
+    >>> from dkapprox.metrics import kernel_approximation_error
+    >>> X = np.random.default_rng(0).normal(size=(5_000, 5))
+    >>> small = RBFSampler(gamma=0.1, n_components=100, random_state=0).fit(X)
+    >>> large = RBFSampler(gamma=0.1, n_components=2_000, random_state=0).fit(X)
+    >>> e_small = kernel_approximation_error(small, X, n_samples=500, random_state=0)
+    >>> e_large = kernel_approximation_error(large, X, n_samples=500, random_state=0)
+    >>> e_large.frobenius < e_small.frobenius
+    True
+    """
+    check_is_fitted(transformer)
+    if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+    if kernel is None and kernel_params:
+        raise ValueError("kernel_params are the parameters of an explicit kernel=; none was given.")
+    exact_kernel = _kernel_of(transformer) if kernel is None else _given_kernel(kernel, kernel_params or {})
+    Xs = _sample_rows(X, n_samples, random_state)
+    exact = np.asarray(exact_kernel(Xs), dtype=np.float64)
+    exact = exact.toarray() if sp.issparse(exact) else exact
+    Z = [transformer.transform(Xs[start : start + _ROWS]) for start in range(0, Xs.shape[0], _ROWS)]
+    Z = sp.vstack(Z).tocsr() if sp.issparse(Z[0]) else np.concatenate([np.asarray(z) for z in Z])
+    approx = Z @ Z.T
+    approx = approx.toarray() if sp.issparse(approx) else np.asarray(approx, dtype=np.float64)
+    diff = exact - approx
+    spectral_exact = np.abs(scipy.linalg.eigvalsh(exact)).max()
+    spectral_diff = np.abs(scipy.linalg.eigvalsh(diff)).max()
+    return KernelApproximationError(
+        frobenius=float(np.linalg.norm(diff) / np.linalg.norm(exact)),
+        spectral=float(spectral_diff / spectral_exact),
+        n_samples=int(Xs.shape[0]),
+    )
+
+
+def _sample_rows(X, n_samples, random_state):
+    """The sampled rows (sorted global indices) of in-memory or dask X, in memory."""
+    rng = check_random_state(random_state)
+    if _graph.is_dask(X):
+        X = _graph.as_dask(X)
+        sizes = _graph.row_sizes(X)  # free when known; one pass when the row chunks are unknown
+        n = sum(sizes)
+        index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
+        return _graph.compute(_graph.take_rows(X, index, sizes=sizes))[0]
+    X = check_array(X, accept_sparse="csr", dtype=None)
+    n = X.shape[0]
+    index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
+    return X[index]
