@@ -9,8 +9,8 @@ validation error of any linear model on the same rows, need only
 These are kept *centered* (Chan, Golub & LeVeque's pairwise update) rather
 than as raw sums Z^T Z, Z^T y: the raw form loses every digit to cancellation
 when a feature's mean is large against its spread, and the centered form folds
-just as exactly.  A block's statistics are computed in the block's dtype
-(float32 GEMM is twice as fast) and held in float64 from then on.
+just as exactly.  A block's statistics are computed and kept in the block's
+dtype (float32 GEMM is twice as fast) and folded in float64.
 
 With ``n_folds`` > 1 each row goes to fold ``hashed_folds(global_row)``; the
 block's rows are sorted by fold and each fold's rows make one GEMM, so the
@@ -48,7 +48,10 @@ def hashed_folds(rows, n_folds, key):
 
 @dataclass(frozen=True)
 class Moments:
-    """Per-fold count, means and centered co-moments of (Z, Y), in float64."""
+    """Per-fold count, means and centered co-moments of (Z, Y).
+
+    A block's are in the block's dtype; every combined one is float64.
+    """
 
     count: np.ndarray  # (K,)
     mean_z: np.ndarray  # (K, d)
@@ -107,7 +110,9 @@ def block_moments(row_start, spec, Z, y):
         Z, Y = Z.take(order, axis=0), Y.take(order, axis=0)  # copies, rows grouped by fold
         owned = True
     d, t = Z.shape[1], Y.shape[1]
-    out = _zeros(K, d, t)
+    # kept in the block's dtype: a float32 GEMM has nothing more to give, and the partial (which
+    # may cross the network) is half the size; combine_moments folds in float64
+    out = _zeros(K, d, t, Z.dtype)
     stop = 0
     for k, n in enumerate(counts):
         start, stop = stop, stop + int(n)
@@ -130,9 +135,9 @@ def block_moments(row_start, spec, Z, y):
     return out
 
 
-def _zeros(K, d, t):
-    return Moments(np.zeros(K, dtype=np.int64), np.zeros((K, d)), np.zeros((K, t)),
-                   np.zeros((K, d, d)), np.zeros((K, d, t)), np.zeros((K, t)))
+def _zeros(K, d, t, dtype=np.float64):
+    return Moments(np.zeros(K, dtype=np.int64), np.zeros((K, d), dtype), np.zeros((K, t), dtype),
+                   np.zeros((K, d, d), dtype), np.zeros((K, d, t), dtype), np.zeros((K, t), dtype))
 
 
 def combine_moments(parts):
@@ -140,11 +145,10 @@ def combine_moments(parts):
     parts = list(parts)
     count = sum(p.count for p in parts)
     denom = np.maximum(count, 1)[:, None]
-    mean_z = sum(p.count[:, None] * p.mean_z for p in parts) / denom
-    mean_y = sum(p.count[:, None] * p.mean_y for p in parts) / denom
-    zz = np.zeros_like(parts[0].zz)
-    zy = np.zeros_like(parts[0].zy)
-    yy = np.zeros_like(parts[0].yy)
+    mean_z = sum(p.count[:, None] * p.mean_z.astype(np.float64) for p in parts) / denom
+    mean_y = sum(p.count[:, None] * p.mean_y.astype(np.float64) for p in parts) / denom
+    K, d, t = parts[0].zy.shape
+    zz, zy, yy = np.zeros((K, d, d)), np.zeros((K, d, t)), np.zeros((K, t))  # float64 from here on
     for p in parts:
         dz = p.mean_z - mean_z
         dy = p.mean_y - mean_y
