@@ -45,12 +45,30 @@ def run(client, lazy, *, progress=False):
             future.cancel()
 
 
+def _peak_rss():
+    """The kernel's high-water mark of this process's RSS (resettable on Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _reset_peak_rss():
+    with contextlib.suppress(OSError):  # Linux >= 4.0; elsewhere the peak is since the worker started
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+
 def _probe(dask_worker):
     """One worker's memory facts, run on the worker by Client.run."""
     metrics = getattr(dask_worker.data, "cumulative_metrics", {})
     return {
         "pid": os.getpid(),
-        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # kernel's high-water mark
+        "peak_rss": _peak_rss(),
         "status": dask_worker.status.name,
         "spilled_bytes": int(metrics.get(("disk-write", "bytes"), 0)),
         "memory_limit": dask_worker.memory_manager.memory_limit,
@@ -60,41 +78,51 @@ def _probe(dask_worker):
 
 @dataclass
 class WorkerReport:
-    """Per worker name: peak RSS (bytes), memory limit, restarts, spilled bytes, paused ever."""
+    """Per worker name: peak RSS and memory limit (bytes), bytes spilled; restarts and pauses.
+
+    ``restarts`` counts worker processes lost while watching (a nanny
+    restart after an out-of-memory kill shows as one); ``paused`` names the
+    workers that paused (memory above the pause fraction of their limit).
+    """
 
     peak_rss: dict = field(default_factory=dict)
     memory_limit: dict = field(default_factory=dict)
-    pids: dict = field(default_factory=dict)
     spilled_bytes: dict = field(default_factory=dict)
     paused: set = field(default_factory=set)
+    removed: int = 0
+    _pids: dict = field(default_factory=dict)
+    _spill_start: dict = field(default_factory=dict)
 
     @property
     def restarts(self) -> int:
-        return sum(len(p) - 1 for p in self.pids.values())
+        return max(self.removed, sum(len(p) - 1 for p in self._pids.values()))
 
     def add(self, info):
-        name = info["name"]
+        name, pid = info["name"], info["pid"]
         self.peak_rss[name] = max(self.peak_rss.get(name, 0), info["peak_rss"])
         self.memory_limit[name] = info["memory_limit"]
-        self.pids.setdefault(name, set()).add(info["pid"])
-        self.spilled_bytes[name] = max(self.spilled_bytes.get(name, 0), info["spilled_bytes"])
+        self._pids.setdefault(name, set()).add(pid)
+        start = self._spill_start.setdefault(pid, info["spilled_bytes"])
+        self.spilled_bytes[name] = max(self.spilled_bytes.get(name, 0), info["spilled_bytes"] - start)
         if info["status"] == "paused":
             self.paused.add(name)
 
 
 class WorkerWatch:
-    """Samples every worker while a job runs: peak RSS, pauses, spills and restarts.
+    """Watches every worker while a job runs: peak RSS, pauses, spills and restarts.
 
-    Peak RSS is the kernel's high-water mark of each worker process (exact,
-    not sampled); pauses are seen only if a sample falls inside one; a
-    restart shows as a new process under the same worker name.
+    Peak RSS is the kernel's high-water mark of each worker process, reset
+    when the watch starts (exact, not sampled); pauses and lost workers come
+    from the scheduler's event log; spilled bytes from each worker's spill
+    buffer. Samples every ``interval`` seconds so that a restarted worker's
+    peak is seen too.
 
     Examples
     --------
     >>> with WorkerWatch(client) as watch:  # doctest: +SKIP
     ...     run(client, job)
-    >>> watch.report.restarts  # doctest: +SKIP
-    0
+    >>> watch.report.restarts, sorted(watch.report.paused)  # doctest: +SKIP
+    (0, [])
     """
 
     def __init__(self, client, interval=0.2):
@@ -113,7 +141,23 @@ class WorkerWatch:
         while not self._stop.wait(self.interval):
             self.sample()
 
+    def _read_events(self):
+        names = {addr: str(w.get("name")) for addr, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
+        for topic, events in self.client.get_events().items():
+            for stamp, event in events:
+                if stamp < self._started or not isinstance(event, dict):
+                    continue
+                if topic == "all" and event.get("action") == "remove-worker":
+                    self.report.removed += 1
+                elif event.get("action") == "worker-status-change" and event.get("status") == "paused":
+                    self.report.paused.add(names.get(topic, topic))
+
     def __enter__(self):
+        import time
+
+        self._started = time.time()
+        with contextlib.suppress(Exception):
+            self.client.run(_reset_peak_rss, on_error="return")
         self.sample()
         self._thread.start()
         return self
@@ -122,4 +166,6 @@ class WorkerWatch:
         self._stop.set()
         self._thread.join()
         self.sample()
+        with contextlib.suppress(Exception):
+            self._read_events()
         return False
