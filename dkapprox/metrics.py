@@ -85,6 +85,13 @@ def _kernel_of(transformer):
         return chi2_sum_kernel
     if name in ("GaussianRandomProjection", "SparseRandomProjection"):
         return lambda Xs: pairwise_kernels(Xs, metric="linear")
+    if name == "RandomFourierFeatures":
+        from .random_features.spectra import Spectrum
+
+        return Spectrum(transformer.kernel, float(transformer.gamma), float(transformer.nu),
+                        float(transformer.length_scale)).kernel_matrix
+    if name == "RandomBinningFeatures":
+        return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=transformer.gamma)
     raise ValueError(
         f"Cannot tell which kernel {name} approximates: pass kernel= (a name from "
         "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
@@ -112,8 +119,9 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
     ----------
     transformer : fitted transformer
         dkapprox's or scikit-learn's (RBFSampler, Nystroem, PolynomialCountSketch,
-        SkewedChi2Sampler, AdditiveChi2Sampler, random projections: their
-        kernel is inferred), or any other with ``kernel=`` given.
+        SkewedChi2Sampler, AdditiveChi2Sampler, random projections (the linear
+        kernel), RandomFourierFeatures, RandomBinningFeatures: their kernel is
+        inferred), or any other with ``kernel=`` given.
     X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples_total, n_features)
         Data to sample the rows from.
     kernel : str or callable, default=None

@@ -6,11 +6,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import Nystroem
-from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 from sklearn.utils.random import sample_without_replacement
 
-from dkapprox import (AdditiveChi2Sampler, GaussianRandomProjection, PolynomialCountSketch, RBFSampler,
-                      SkewedChi2Sampler)
+from dkapprox import (AdditiveChi2Sampler, GaussianRandomProjection, PolynomialCountSketch,
+                      RandomBinningFeatures, RandomFourierFeatures, RBFSampler, SkewedChi2Sampler, cauchy_kernel)
 from dkapprox.metrics import chi2_sum_kernel, kernel_approximation_error, skewed_chi2_kernel
 from dkapprox.nystroem import Nystroem as DkNystroem
 
@@ -63,6 +63,12 @@ def test_inferred_kernels(X):
         (PolynomialCountSketch(degree=2, gamma=0.5, coef0=1.0, n_components=2000, random_state=0),
          lambda A, B: (0.5 * A @ B.T + 1.0) ** 2),
         (GaussianRandomProjection(n_components=3, random_state=0), lambda A, B: A @ B.T),
+        (RandomFourierFeatures(n_components=2000, kernel="laplacian", gamma=0.5, random_state=0),
+         lambda A, B: laplacian_kernel(A, B, gamma=0.5)),
+        (RandomFourierFeatures(n_components=2000, kernel="cauchy", gamma=0.5, random_state=0),
+         lambda A, B: cauchy_kernel(A, B, gamma=0.5)),
+        (RandomBinningFeatures(n_components=2**16, n_grids=256, gamma=0.5, random_state=0),
+         lambda A, B: laplacian_kernel(A, B, gamma=0.5)),
     ]
     for transformer, kernel in cases:
         transformer.fit(X)

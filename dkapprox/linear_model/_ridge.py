@@ -115,8 +115,10 @@ class Ridge(_StreamingRegressor):
     every row block once, reducing it to the count, means and centered
     cross-products of (X, y) in a tree, and solves the
     ``n_features x n_features`` system on the driver (Cholesky, or eigh when
-    it is singular): memory is O(n_features^2) plus one block, whatever the
-    number of rows.
+    it is singular). A task holds one block and returns O(n_features^2)
+    statistics; the driver receives only the final statistics. (The tree,
+    of fan-in 8, may hold up to 7 partials per level waiting at once:
+    log8(n_blocks) levels.)
 
     Put a dkapprox transformer in front with a scikit-learn
     :class:`~sklearn.pipeline.Pipeline`: its ``transform`` of a dask array is
