@@ -7,13 +7,14 @@ features are made block by block inside the fit's single pass and never
 stored. Everything runs on LocalCluster(2 workers x 1 thread), a fresh one for
 each size so that each peak is that size's own.
 
-Columns: n_rows; fit seconds (median of ``--repeats``); rows/s; RidgeCV
-(10 alphas x 5 folds, the same single pass) seconds and its ratio to one fit
-(the target is < 1.3); peak memory of the two worker processes together and
-of the driver (sampled every 0.1 s) during the fit and during the CV fit; and,
-where the features fit in memory (``--baseline-max``), what one does without
-dkapprox: compute the features into the driver and fit scikit-learn's Ridge,
-with the ratio ours/baseline. Below the table: the fitted time exponent
+Columns: n_rows; runs per size (3, and 1 from 10^7 rows; ``--repeats``); fit
+seconds (median); rows/s; RidgeCV (10 alphas x 5 folds, the same single pass)
+seconds and its ratio to one fit (the target is < 1.3); peak memory of the two
+worker processes together and of the driver (sampled every 0.1 s) during the
+fit and during the CV fit; and, where the features fit in memory
+(``--baseline-max``), what one does without dkapprox: compute the features
+into the driver and fit scikit-learn's Ridge, with the ratio ours/baseline.
+Below the table: the fitted time exponent
 (log time = a + b log n; linear is b = 1) and the peak memory ratio between
 the largest and the smallest size (flat is 1).
 
@@ -96,6 +97,7 @@ def measured(fn, sampler, label):
 def run(sizes, n_components, repeats, baseline_max, root):
     rows = []
     for n in sizes:
+        n_repeats = repeats or (1 if n >= 10_000_000 else 3)
         X, y = write_store(os.path.join(root, f"n{n}"), n)
         features = RBFSampler(gamma=0.05, n_components=n_components, random_state=0).fit(X)
         # a fresh cluster per size, so that each peak is that size's own
@@ -105,9 +107,10 @@ def run(sizes, n_components, repeats, baseline_max, root):
             Ridge().fit(features.transform(X)[:CHUNK_ROWS], y[:CHUNK_ROWS])
             sampler = MemorySampler()
             fits = [measured(lambda: Ridge(alpha=1.0).fit(features.transform(X), y), sampler, f"fit{r}")
-                    for r in range(repeats)]
+                    for r in range(n_repeats)]
             cv = RidgeCV(ALPHAS, n_folds=5, random_state=0)
-            cvs = [measured(lambda: cv.fit(features.transform(X), y), sampler, f"cv{r}") for r in range(repeats)]
+            cvs = [measured(lambda: cv.fit(features.transform(X), y), sampler, f"cv{r}")
+                   for r in range(n_repeats)]
             base_s = ratio = float("nan")
             if n <= baseline_max:
                 def baseline():
@@ -118,7 +121,7 @@ def run(sizes, n_components, repeats, baseline_max, root):
         cv_s = float(np.median([c[0] for c in cvs]))
         if n <= baseline_max:
             ratio = fit_s / base_s
-        rows.append([n, fit_s, n / fit_s, cv_s, cv_s / fit_s,
+        rows.append([n, n_repeats, fit_s, n / fit_s, cv_s, cv_s / fit_s,
                      max(f[1] for f in fits) / 2**20, max(f[2] for f in fits) / 2**20,
                      max(c[1] for c in cvs) / 2**20, max(c[2] for c in cvs) / 2**20,
                      base_s, ratio, f"{cv.alpha_:g}"])
@@ -130,30 +133,30 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes, 256 components")
     parser.add_argument("--sizes", type=lambda s: [int(float(v)) for v in s.split(",")], default=None)
     parser.add_argument("--n-components", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=None, help="fits per size (median); default 3, 1 at 10^7")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="fits per size (median); default 3, and 1 from 10^7 rows")
     parser.add_argument("--baseline-max", type=float, default=None,
                         help="largest n for the in-memory scikit-learn baseline (default 10^5; 10^6 needs 8 GB)")
     parser.add_argument("--store", default=None, help="directory for the Zarr stores (default: a temporary one)")
     args = parser.parse_args()
     sizes = args.sizes or ([20_000, 50_000, 100_000] if args.quick else [100_000, 1_000_000, 10_000_000])
     n_components = args.n_components or (256 if args.quick else 1024)
-    repeats = args.repeats or (1 if max(sizes) >= 10_000_000 else 3)
     baseline_max = args.baseline_max if args.baseline_max is not None else 100_000
     with tempfile.TemporaryDirectory(dir=args.store) as root:
-        rows = run(sizes, n_components, repeats, baseline_max, root)
+        rows = run(sizes, n_components, args.repeats, baseline_max, root)
     print_table(
         f"Ridge from Zarr: RBFSampler({n_components}) -> Ridge, LocalCluster(2 workers x 1 thread), "
-        f"float32, {CHUNK_ROWS}-row chunks, median of {repeats}",
-        ["n_rows", "fit s", "rows/s", "CV s", "CV/fit", "fit peak workers MiB", "fit peak driver MiB",
+        f"float32, {CHUNK_ROWS}-row chunks; times are medians of 'runs'",
+        ["n_rows", "runs", "fit s", "rows/s", "CV s", "CV/fit", "fit peak workers MiB", "fit peak driver MiB",
          "CV peak workers MiB", "CV peak driver MiB", "in-memory sklearn s", "ours/sklearn", "CV alpha_"],
         rows)
     n = np.array([r[0] for r in rows], dtype=float)
-    fit_exponent = np.polyfit(np.log(n), np.log([r[1] for r in rows]), 1)[0]
-    cv_exponent = np.polyfit(np.log(n), np.log([r[3] for r in rows]), 1)[0]
+    fit_exponent = np.polyfit(np.log(n), np.log([r[2] for r in rows]), 1)[0]
+    cv_exponent = np.polyfit(np.log(n), np.log([r[4] for r in rows]), 1)[0]
     print(f"\nfitted time exponent (time ~ n^b): fit b = {fit_exponent:.3f}, CV b = {cv_exponent:.3f}")
-    print(f"peak worker memory, largest n / smallest n: fit {rows[-1][5] / rows[0][5]:.2f}, "
-          f"CV {rows[-1][7] / rows[0][7]:.2f}")
-    print(f"CV/fit at each n: {', '.join(f'{r[4]:.2f}' for r in rows)} (target < 1.3)")
+    print(f"peak worker memory, largest n / smallest n: fit {rows[-1][6] / rows[0][6]:.2f}, "
+          f"CV {rows[-1][8] / rows[0][8]:.2f}")
+    print(f"CV/fit at each n: {', '.join(f'{r[5]:.2f}' for r in rows)} (target < 1.3)")
 
 
 if __name__ == "__main__":
