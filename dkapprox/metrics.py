@@ -26,7 +26,14 @@ _ROWS = 256  # rows of the sample transformed at a time
 
 
 class KernelApproximationError(NamedTuple):
-    """Relative errors of Z Z^T against the exact kernel K on a sample of rows."""
+    """Relative errors of Z Z^T against the exact kernel K on a sample of rows.
+
+    Examples
+    --------
+    >>> from dkapprox.metrics import KernelApproximationError
+    >>> KernelApproximationError(frobenius=0.05, spectral=0.02, n_samples=1000).frobenius
+    0.05
+    """
 
     frobenius: float  # ||K - Z Z^T||_F / ||K||_F
     spectral: float  # ||K - Z Z^T||_2 / ||K||_2
@@ -38,6 +45,14 @@ def chi2_sum_kernel(X, Y=None):
 
     Written with scikit-learn's ``additive_chi2_kernel`` (which is
     ``-sum (x - y)^2 / (x + y)``): 2xy / (x + y) = (x + y) / 2 - (x - y)^2 / (2 (x + y)).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox.metrics import chi2_sum_kernel
+    >>> chi2_sum_kernel(np.array([[1.0, 2.0], [3.0, 0.5]]))
+    array([[3. , 2.3],
+           [2.3, 3.5]])
     """
     X = X.toarray() if sp.issparse(X) else np.asarray(X)
     Y = X if Y is None else (Y.toarray() if sp.issparse(Y) else np.asarray(Y))
@@ -45,7 +60,16 @@ def chi2_sum_kernel(X, Y=None):
 
 
 def skewed_chi2_kernel(X, Y=None, *, skewedness=1.0):
-    """prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c), the kernel of SkewedChi2Sampler."""
+    """prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c), the kernel of SkewedChi2Sampler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkapprox.metrics import skewed_chi2_kernel
+    >>> skewed_chi2_kernel(np.array([[1.0, 2.0], [3.0, 0.5]])).round(4)
+    array([[1.    , 0.8889],
+           [0.8889, 1.    ]])
+    """
     X = np.asarray(X, dtype=np.float64)
     Y = X if Y is None else np.asarray(Y, dtype=np.float64)
     c = float(skewedness)

@@ -6,8 +6,13 @@ import inspect
 import pytest
 
 import dkapprox
+import dkapprox.io
+import dkapprox.linear_model
+import dkapprox.metrics
 
-PUBLIC = [getattr(dkapprox, name) for name in dkapprox.__all__]
+MODULES = [dkapprox, dkapprox.io, dkapprox.linear_model, dkapprox.metrics]
+PUBLIC = list({id(obj): obj for module in MODULES for obj in (getattr(module, name) for name in module.__all__)
+               if callable(obj)}.values())
 
 
 @pytest.mark.parametrize("obj", PUBLIC, ids=lambda o: o.__name__)
