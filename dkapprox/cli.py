@@ -10,8 +10,10 @@ retry from a fix:
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model
 66    input missing: no store, array or model at the path
 73    cannot create the output: it exists (use --overwrite) or belongs to another job
-75    temporary failure: workers died repeatedly, scheduler unreachable: rerun
+74    I/O error (e.g. the disk is full)
+75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun
       (lower --block-rows first if workers ran out of memory); finished blocks are kept
+77    permission denied
 78    bad cluster config (--cluster)
 130   interrupted (Ctrl-C); 143 terminated (SIGTERM): rerun the command to resume
 ====  ===========================================================================
@@ -51,7 +53,8 @@ METHODS = {
 DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not resume
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_TEMPFAIL, EXIT_CONFIG = 65, 66, 73, 75, 78
+EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_NOPERM, EXIT_CONFIG = \
+    65, 66, 73, 74, 75, 77, 78
 
 _debug = {"on": False}
 
@@ -66,6 +69,8 @@ class Interrupted(BaseException):
 
 def exit_code(exc: BaseException) -> int:
     """The exit code for an exception that reached the top (see the module table)."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
     from sklearn.utils._param_validation import InvalidParameterError
 
     from .cluster import ClusterConfigError, ClusterConnectError
@@ -74,7 +79,8 @@ def exit_code(exc: BaseException) -> int:
         return 128 + exc.signum
     if isinstance(exc, ClusterConfigError):
         return EXIT_CONFIG
-    if isinstance(exc, (errors.TemporaryFailure, ClusterConnectError, TimeoutError)):
+    if isinstance(exc, (errors.TemporaryFailure, ClusterConnectError, ConnectionError, TimeoutError,
+                        KilledWorker, CommClosedError)):
         return EXIT_TEMPFAIL
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
         return EXIT_CANTCREAT
@@ -85,6 +91,10 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, (errors.InputDataError, errors.ModelFileError, errors.IncompleteStoreError,
                         ValueError)):
         return EXIT_DATAERR  # includes scikit-learn's data errors raised in tasks (NaN, width)
+    if isinstance(exc, PermissionError):
+        return EXIT_NOPERM
+    if isinstance(exc, OSError):
+        return EXIT_IOERR  # e.g. the disk is full
     return EXIT_INTERNAL
 
 
@@ -96,8 +106,10 @@ def one_line(exc: BaseException) -> str:
 
 def main(argv=None) -> int:
     """Entry point of the ``dkapprox`` console script; returns (and exits with) the code."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _raise_interrupted)
+    _debug["on"] = False
+    previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
+    loggers = {name: (lg.handlers[:], lg.level, lg.propagate)
+               for name, lg in ((n, logging.getLogger(n)) for n in ("dkapprox", "distributed"))}
     try:
         dkapprox.main(args=argv, prog_name="dkapprox", standalone_mode=False)
         code = EXIT_OK
@@ -119,13 +131,22 @@ def main(argv=None) -> int:
         code = 128 + signal.SIGINT
     except (Exception, Interrupted) as exc:  # noqa: BLE001 - every error gets one line and a code
         code = exit_code(exc)
-        if _debug["on"] or code == EXIT_INTERNAL and os.environ.get("DKAPPROX_DEBUG"):
+        if _debug["on"]:
             traceback.print_exc()
-        hint = " (internal error: rerun with --debug and report it)" if code == EXIT_INTERNAL else ""
+        hint = {EXIT_INTERNAL: " (internal error: rerun with --debug and report it)",
+                EXIT_TEMPFAIL: "" if isinstance(exc, errors.DkapproxError) else " (temporary: rerun the same "
+                "command; if workers died, lower --block-rows or give them more memory first)"}.get(code, "")
         if isinstance(exc, Interrupted):
             click.echo(f"dkapprox: {exc.args[0]}: stopped; rerun the same command to resume", err=True)
         else:
             click.echo(f"dkapprox: error: {one_line(exc)}{hint}", err=True)
+    finally:  # leave the process as we found it (main() also runs inside other programs' tests)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for name, (handlers, level, propagate) in loggers.items():
+            logger = logging.getLogger(name)
+            logger.handlers[:], logger.propagate = handlers, propagate
+            logger.setLevel(level)
     sys.stdout.flush()
     return code
 
@@ -235,7 +256,8 @@ def _open(path, component, block_rows=None):
 def _plan(command, input_path, component, X, model, io):
     return {
         "command": command,
-        "input": {"path": os.path.abspath(input_path), "component": component,
+        "input": {"path": input_path if "://" in str(input_path) else os.path.abspath(input_path),
+                  "component": component,
                   "shape": list(X.shape), "dtype": str(X.dtype)},
         "model": io.fingerprint(model),
         "estimator": type(model).__name__,
@@ -311,18 +333,17 @@ def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
     Exit codes: 0 done, 2 usage, 65 bad input data, 66 input missing, 73 output
-    exists or belongs to another job, 75 temporary failure (rerun; lower
-    --block-rows if workers ran out of memory), 78 bad cluster config,
-    130/143 interrupted (rerun to resume).
+    exists or belongs to another job, 74 I/O error, 75 temporary failure
+    (rerun; lower --block-rows if workers ran out of memory), 77 permission
+    denied, 78 bad cluster config, 130/143 interrupted (rerun to resume).
     """
     _debug["on"] = debug
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("dkapprox: %(message)s"))
-    for name in ("dkapprox",):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(logging.ERROR if quiet else logging.INFO)
-        logger.propagate = False
+    logger = logging.getLogger("dkapprox")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.ERROR if quiet else logging.INFO)
+    logger.propagate = False
     if not debug:
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
@@ -368,9 +389,10 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 
     model = io.load(model_path)
     X = _open(input_path, component, block_rows)
+    features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
     plan = _plan("transform", input_path, component, X, model, io)
     with _client(cluster_config, scheduler) as client:
-        report = _write(client, model.transform(X), out_path, plan=plan, overwrite=overwrite,
+        report = _write(client, features, out_path, plan=plan, overwrite=overwrite,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
     click.echo(_summary(report, X.shape[0], out_path))
 

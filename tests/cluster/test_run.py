@@ -59,6 +59,10 @@ def test_watch_reports_peak_memory_and_a_pause(client):
     assert baseline + target * 0.95 < report.peak_rss[name] < limit
     assert report.paused == {name}
     assert report.restarts == 0 and report.spilled_bytes[name] == 0
+    deadline = time.monotonic() + 30
+    while next(iter(client.run(_probe).values()))["status"] != "running":  # unpauses once memory is freed
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     with WorkerWatch(client) as quiet:  # the peak is reset when a watch starts
         run(client, dask.delayed(sum)([1]))
     assert quiet.report.peak_rss[name] < report.peak_rss[name] - target / 2
