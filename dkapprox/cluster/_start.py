@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import warnings
 
 import yaml
 
@@ -123,7 +124,10 @@ def _start_cluster(config: ClusterConfig, worker_log_level):
             # the scheduler serves /health on 8787 even without a dashboard; any free port will do
             kw["dashboard_address"] = None
             kw["scheduler_kwargs"] = {"dashboard_address": ":0"}
-        return LocalCluster(**kw)
+        with warnings.catch_warnings():
+            # "Port 8787 is already in use ... Hosting on port N instead": the link we log has N
+            warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+            return LocalCluster(**kw)
     if config.kind in ("slurm", "pbs"):
         jq = _require(config.kind)
         cls = jq.SLURMCluster if config.kind == "slurm" else jq.PBSCluster
