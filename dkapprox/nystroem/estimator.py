@@ -100,8 +100,9 @@ default='uniform'
         ``K`` is well conditioned; see :mod:`dkapprox.nystroem.normalization`). Negative
         eigenvalues keep their sign, as scikit-learn's SVD does. In X's dtype.
     landmark_passes_ : int
-        Passes over dask input the landmark selection made (0 for in-memory
-        input), counting the one that finds unknown chunk sizes.
+        Passes over the data the landmark selection made (the table under
+        ``landmarks``), the same for in-memory and dask input, plus the one
+        that counts rows when a dask array's chunk sizes are unknown.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only for input with string feature names.
@@ -109,10 +110,16 @@ default='uniform'
     Notes
     -----
     ``transform`` maps one task per row block: ``k(block, components_) @
-    normalization_.T`` with scikit-learn's ``pairwise_kernels``, memory about
-    twice block_rows x n_components; float32 stays float32 (also for the
-    laplacian kernel, which scikit-learn returns in float64); the landmarks
-    and the normalization enter the graph once.
+    normalization_.T``, a slice of rows at a time written into the block's
+    output, so a task holds its block, its output (block_rows x n_components)
+    and a few percent more. The kernel is scikit-learn's ``pairwise_kernels``
+    per slice, except rbf on dense blocks: the same float64 arithmetic as
+    scikit-learn's (its float32 upcast included, bit for bit) in buffers reused
+    across slices, because dask's worker processes make every fresh temporary
+    expensive (``MALLOC_TRIM_THRESHOLD_``; see
+    :class:`dkapprox.nystroem.kernels.RBFSlices`). float32 stays float32 (also
+    for the laplacian kernel, which scikit-learn returns in float64); the
+    landmarks and the normalization enter the graph once.
 
     Examples
     --------

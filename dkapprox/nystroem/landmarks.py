@@ -34,7 +34,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from .kernels import Kernel
+from .kernels import Kernel, at_least_two_rows, row_slices
 from .normalization import symmetric_eig
 
 #: Up to this many rows, uniform landmarks are ``random_state.permutation(n)[:m]``,
@@ -42,11 +42,6 @@ from .normalization import symmetric_eig
 #: O(n_components)-memory draw without replacement (scikit-learn's
 #: ``sample_without_replacement(method="tracking_selection")``).
 PERMUTATION_MAX_ROWS = 10_000_000
-
-#: Temporaries of a chunk function hold at most about this many float64s per
-#: slice of rows (8 MiB): slice_rows * n_landmarks <= SLICE_ELEMENTS.
-SLICE_ELEMENTS = 2**20
-
 
 @dataclass(frozen=True, eq=False)
 class Landmarks:
@@ -62,11 +57,6 @@ def uniform_indices(n_rows, n_select, random_state, max_permutation_rows=PERMUTA
         return random_state.permutation(n_rows)[:n_select].astype(np.int64, copy=False)
     return sample_without_replacement(n_rows, n_select, method="tracking_selection",
                                       random_state=random_state).astype(np.int64, copy=False)
-
-
-def _slices(n_rows, width):
-    step = max(1, SLICE_ELEMENTS // max(1, width))
-    return [slice(lo, min(lo + step, n_rows)) for lo in range(0, n_rows, step)]
 
 
 def _dense(a):
@@ -101,10 +91,11 @@ def lloyd_partial(row_start, state, block):
     sq = np.einsum("ij,ij->i", C, C)
     sums = np.zeros_like(C)
     counts = np.zeros(m, dtype=np.int64)
-    for s in _slices(block.shape[0], m):
+    for s in row_slices(block.shape[0], m):
         part = block[s]
+        padded, n = at_least_two_rows(part)
         # ||x - c||^2 up to ||x||^2, which does not change the argmin
-        labels = np.argmin(sq - 2.0 * _dense(safe_sparse_dot(part, C.T)), axis=1)
+        labels = np.argmin(sq - 2.0 * _dense(safe_sparse_dot(padded, C.T))[:n], axis=1)
         members = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))),
                                 shape=(m, labels.size))
         sums += _dense(members @ part)
@@ -186,8 +177,9 @@ def leverage_scores(block, state):
     """
     W = state.whitening.astype(block.dtype, copy=False)
     scores = np.empty(block.shape[0])
-    for s in _slices(block.shape[0], W.shape[0]):
-        T = state.kernel.between(block[s], state.pilot).astype(W.dtype, copy=False) @ W
+    for s in row_slices(block.shape[0], W.shape[0]):
+        part, n = at_least_two_rows(block[s])
+        T = (state.kernel.between(part, state.pilot).astype(W.dtype, copy=False) @ W)[:n]
         scores[s] = state.kernel.diagonal(block[s]) - np.einsum("ij,ij->i", T, T)
     return np.maximum(scores, state.floor, out=scores)
 

@@ -5,7 +5,8 @@ global index, and for a fold of ``chunk_fn(row_start, state, block)`` over the
 row blocks. :class:`InMemoryRows` answers on the array at hand;
 :class:`DaskRows` answers with :mod:`dkapprox._graph` (each ``take`` and each
 ``reduce`` is one pass over the data, each block read at most once; unknown
-chunk sizes cost one more pass, once per fit). ``passes`` counts the passes.
+chunk sizes cost one more pass, once per fit). ``passes`` counts the passes,
+the same for both kinds of input (dask input with unknown chunk sizes: +1).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ class InMemoryRows:
         return self.X.shape[0]
 
     def take(self, indices):
+        self.passes += 1
         return self.X[indices]
 
     def reduce(self, chunk_fn, combine_fn, state):
+        self.passes += 1
         return combine_fn([chunk_fn(0, state, self.X)])
 
 

@@ -5,10 +5,10 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels
+from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels, rbf_kernel
 
 from dkapprox.nystroem import Nystroem
-from dkapprox.nystroem.kernels import Kernel
+from dkapprox.nystroem.kernels import Kernel, NystroemState, RBFSlices, row_slices
 
 PARAMS = {"polynomial": (("coef0", 0.5), ("degree", 2), ("gamma", 0.7)), "sigmoid": (("gamma", 0.2),),
           "rbf": (("gamma", 3.0),)}
@@ -65,3 +65,25 @@ def test_feature_names_and_pandas_output():
     out = est.transform(X)
     assert list(out.columns) == [f"nystroem{i}" for i in range(5)]
     assert list(est.feature_names_in_) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("gamma", [None, 0.3])
+def test_rbf_slices_are_sklearn_rbf_kernel_bit_for_bit(dtype, gamma):
+    X = np.random.default_rng(0).normal(3.0, 2.0, size=(500, 12)).astype(dtype)
+    landmarks = X[:40]
+    state = NystroemState(Kernel("rbf", (("gamma", gamma),)), landmarks, np.eye(40, dtype=dtype))
+    slices = row_slices(500, 40)
+    buffers = RBFSlices.of(state, X, slices)
+    assert len(slices) > 1
+    for s in slices:
+        np.testing.assert_array_equal(buffers.kernel(X[s]), rbf_kernel(X[s], landmarks, gamma=gamma))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "polynomial", "sigmoid"])
+def test_one_row_blocks_give_the_numbers_of_any_other_chunking(kernel):
+    X = np.random.default_rng(0).random((300, 12)).astype(np.float32) + 0.01
+    est = Nystroem(kernel=kernel, n_components=20, random_state=1).fit(X)
+    expected = est.transform(X)
+    for chunks in [(1, -1), (299, -1), (7, -1)]:
+        np.testing.assert_array_equal(est.transform(da.from_array(X, chunks=chunks)).compute(), expected)
