@@ -225,8 +225,8 @@ default='uniform'
         return NystroemState(Kernel.of(self), _as_dtype(self._landmarks(), dtype),
                              np.ascontiguousarray(self.normalization_.T, dtype=dtype))
 
-    def _transform(self, X, X_orig, **kwargs):
-        if not _graph.is_dask(X) and self.n_jobs is not None:
+    def _transform(self, X, X_orig):
+        if not _graph.is_dask(X) and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
             state = self._state(X.dtype)
             state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
             return super()._transform(X, X_orig, state=state)

@@ -6,8 +6,8 @@ where ``rows`` is an :class:`~dkapprox.nystroem.rows.InMemoryRows` or
 of the seed and of global row indices only, so the landmarks never depend on
 how a dask array is chunked.
 
-Passes over the data (dask input; add one when the row chunk sizes are
-unknown, to count the rows):
+Passes over the data, in memory or on dask (add one for a dask array whose
+row chunk sizes are unknown, to count its rows):
 
 =========== ======================== =========================================
 selector    passes                   what each pass does
@@ -43,6 +43,7 @@ from .normalization import symmetric_eig
 #: ``sample_without_replacement(method="tracking_selection")``).
 PERMUTATION_MAX_ROWS = 10_000_000
 
+
 @dataclass(frozen=True, eq=False)
 class Landmarks:
     """Chosen landmarks: ``components`` rows and their global row ``indices`` (int64)."""
@@ -59,6 +60,19 @@ def uniform_indices(n_rows, n_select, random_state, max_permutation_rows=PERMUTA
                                       random_state=random_state).astype(np.int64, copy=False)
 
 
+def _check_options(selector, **minimum):
+    """Every option of a selector is an int >= its minimum (or None where None means a default)."""
+    for name, low in minimum.items():
+        value = getattr(selector, name)
+        if value is None and name in ("sample_size", "pilot_size", "rank"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(
+                f"landmark_params[{name!r}] must be an int >= {low}"
+                f"{' or None' if name in ('sample_size', 'pilot_size', 'rank') else ''}; got {value!r}."
+            )
+
+
 def _dense(a):
     return a.toarray() if sp.issparse(a) else np.asarray(a)
 
@@ -72,6 +86,9 @@ class Uniform:
     """Uniform sampling without replacement; scikit-learn's draw up to ``max_permutation_rows``."""
 
     max_permutation_rows: int = PERMUTATION_MAX_ROWS
+
+    def __post_init__(self):
+        _check_options(self, max_permutation_rows=0)
 
     def select(self, rows, n_components, kernel, random_state):
         indices = uniform_indices(rows.n_rows, n_components, random_state, self.max_permutation_rows)
@@ -123,6 +140,9 @@ class KMeans:
 
     n_iter: int = 4
     sample_size: int | None = None
+
+    def __post_init__(self):
+        _check_options(self, n_iter=0, sample_size=1)
 
     def select(self, rows, n_components, kernel, random_state):
         n = rows.n_rows
@@ -237,6 +257,9 @@ class Leverage:
 
     pilot_size: int | None = None
     rank: int | None = None
+
+    def __post_init__(self):
+        _check_options(self, pilot_size=1, rank=1)
 
     def select(self, rows, n_components, kernel, random_state):
         n = rows.n_rows

@@ -158,6 +158,10 @@ def test_landmark_params_are_checked_and_never_written_to():
     assert params == {"n_iter": 1}
     with pytest.raises(ValueError, match=r"\['n_iter'\] are not options of landmarks='leverage'"):
         fit(X, "leverage", landmark_params=params)
+    for method, bad in [("kmeans", {"n_iter": -1}), ("kmeans", {"sample_size": 0}), ("leverage", {"rank": 2.5}),
+                        ("leverage", {"pilot_size": True}), ("uniform", {"max_permutation_rows": None})]:
+        with pytest.raises(ValueError, match=f"landmark_params\\['{next(iter(bad))}'\\] must be an int"):
+            fit(X, method, landmark_params=bad)
 
 
 def blobs(n, seed):
