@@ -80,25 +80,28 @@ def _probe(dask_worker):
 class WorkerReport:
     """Per worker name: peak RSS and memory limit (bytes), bytes spilled; restarts and pauses.
 
-    ``restarts`` counts worker processes lost while watching (a nanny
-    restart after an out-of-memory kill shows as one); ``paused`` names the
-    workers that paused (memory above the pause fraction of their limit).
+    ``restarts`` counts worker processes replaced while watching (a nanny
+    restart after an out-of-memory kill shows as one; two within one sample
+    interval show as one); ``paused`` names the workers that paused (memory
+    above the pause fraction of their limit).
     """
 
     peak_rss: dict = field(default_factory=dict)
     memory_limit: dict = field(default_factory=dict)
     spilled_bytes: dict = field(default_factory=dict)
     paused: set = field(default_factory=set)
-    removed: int = 0
     _pids: dict = field(default_factory=dict)
+    _addresses: dict = field(default_factory=dict)
     _spill_start: dict = field(default_factory=dict)
 
     @property
     def restarts(self) -> int:
-        return max(self.removed, sum(len(p) - 1 for p in self._pids.values()))
+        return sum(len(p) - 1 for p in self._pids.values())
 
-    def add(self, info):
+    def add(self, info, address=None):
         name, pid = info["name"], info["pid"]
+        if address is not None:
+            self._addresses[address] = name
         self.peak_rss[name] = max(self.peak_rss.get(name, 0), info["peak_rss"])
         self.memory_limit[name] = info["memory_limit"]
         self._pids.setdefault(name, set()).add(pid)
@@ -112,10 +115,10 @@ class WorkerWatch:
     """Watches every worker while a job runs: peak RSS, pauses, spills and restarts.
 
     Peak RSS is the kernel's high-water mark of each worker process, reset
-    when the watch starts (exact, not sampled); pauses and lost workers come
-    from the scheduler's event log; spilled bytes from each worker's spill
-    buffer. Samples every ``interval`` seconds so that a restarted worker's
-    peak is seen too.
+    when the watch starts (exact, not sampled); pauses come from the
+    scheduler's event log of each worker; spilled bytes from each worker's
+    spill buffer; a restart is a new process under a worker's name. Samples
+    every ``interval`` seconds, so that a restarted worker is seen too.
 
     Examples
     --------
@@ -133,24 +136,22 @@ class WorkerWatch:
 
     def sample(self):
         with contextlib.suppress(Exception):  # a worker dying mid-sample is what we watch for
-            for info in self.client.run(_probe, on_error="return").values():
+            for address, info in self.client.run(_probe, on_error="return").items():
                 if isinstance(info, dict):
-                    self.report.add(info)
+                    self.report.add(info, address)
 
     def _loop(self):
         while not self._stop.wait(self.interval):
             self.sample()
 
-    def _read_events(self):
-        names = {addr: str(w.get("name")) for addr, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
-        for topic, events in self.client.get_events().items():
-            for stamp, event in events:
-                if stamp < self._started or not isinstance(event, dict):
-                    continue
-                if topic == "all" and event.get("action") == "remove-worker":
-                    self.report.removed += 1
-                elif event.get("action") == "worker-status-change" and event.get("status") == "paused":
-                    self.report.paused.add(names.get(topic, topic))
+    def _read_pauses(self):
+        # Per worker topic only: the scheduler's "all" topic can hold events it cannot serialize
+        # (a broadcast scatter logs WorkerState objects there).
+        for address, name in list(self.report._addresses.items()):
+            for stamp, event in self.client.get_events(address):
+                if (stamp >= self._started and isinstance(event, dict)
+                        and event.get("action") == "worker-status-change" and event.get("status") == "paused"):
+                    self.report.paused.add(name)
 
     def __enter__(self):
         import time
@@ -167,5 +168,5 @@ class WorkerWatch:
         self._thread.join()
         self.sample()
         with contextlib.suppress(Exception):
-            self._read_events()
+            self._read_pauses()
         return False

@@ -67,3 +67,13 @@ def test_watch_reports_peak_memory_and_a_pause(client):
         run(client, dask.delayed(sum)([1]))
     assert quiet.report.peak_rss[name] < report.peak_rss[name] - target / 2
     assert not quiet.report.paused
+
+
+def test_watch_is_quiet_after_a_broadcast_scatter(client, caplog):
+    # distributed logs WorkerState objects in its "all" event topic on a broadcast scatter, which
+    # cannot be sent to a client: the watch reads each worker's own topic instead.
+    with WorkerWatch(client) as watch:
+        [held] = client.scatter([np.ones(10)], broadcast=True)
+        assert run(client, dask.delayed(np.sum)(held)) == 10.0
+    assert watch.report.restarts == 0
+    assert "Failed to serialize" not in caplog.text and "Failed to Serialize" not in caplog.text
