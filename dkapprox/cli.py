@@ -161,10 +161,23 @@ def _raise_interrupted(signum, frame):
 def cluster_options(fn):
     fn = click.option("--scheduler", metavar="ADDRESS",
                       help="Use a running scheduler, e.g. tcp://host:8786.")(fn)
-    fn = click.option("--cluster", "cluster_config", type=click.Path(dir_okay=False), metavar="CONFIG.yaml",
-                      help="Cluster config (see cluster_configs/); default: a LocalCluster, one worker per core.")(fn)
-    return click.option("--progress/--no-progress", default=None,
-                        help="Progress bar on stderr (default: when stderr is a terminal).")(fn)
+    return click.option("--cluster", "cluster_config", type=click.Path(dir_okay=False), metavar="CONFIG.yaml",
+                        help="Cluster config (see cluster_configs/); default: a LocalCluster, one worker per core.")(fn)
+
+
+def write_options(fn):
+    fn = click.option("--progress/--no-progress", default=None,
+                      help="Progress bar on stderr (default: when stderr is a terminal).")(fn)
+    fn = click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
+                      help="Output codec; random features barely compress (zstd: 8% smaller, writes 2x slower).")(fn)
+    fn = click.option("--block-rows", type=click.IntRange(min=1), help="Rows per task (default: INPUT's chunks).")(fn)
+    return click.option("--component", help="Array inside the INPUT group.")(fn)
+
+
+def _refuse_existing_model(path, overwrite):
+    """Fail before the fit, not after it, when saving would be refused (io.save has the final word)."""
+    if path and not overwrite and os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
+        raise errors.OutputExistsError(f"{path}: exists; pass --overwrite to replace the model there")
 
 
 def method_options(fn):
@@ -356,12 +369,13 @@ def dkapprox(debug, quiet):
 @click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
 @cluster_options
 def fit(input_path, method, n_components, gamma, random_state, params, component, model_path, overwrite,
-        cluster_config, scheduler, progress):
+        cluster_config, scheduler):
     """Fit an estimator on the Zarr array INPUT and save it to --out (no pickle)."""
     from . import io
 
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
+    _refuse_existing_model(model_path, overwrite)
     X = _open(input_path, component)  # metadata only: a bad input fails before a cluster starts
     with _client(cluster_config, scheduler):
         started = time.perf_counter()
@@ -376,11 +390,8 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @click.argument("input_path", metavar="INPUT")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Model written by `dkapprox fit`.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
-@click.option("--component", help="Array inside the INPUT group.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
-@click.option("--block-rows", type=click.IntRange(min=1), help="Rows per task (default: INPUT's chunks).")
-@click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
-              help="Output codec; random features barely compress.")
+@write_options
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
               cluster_config, scheduler, progress):
@@ -402,10 +413,8 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @method_options
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
 @click.option("--save-model", type=click.Path(), help="Also save the fitted model here.")
-@click.option("--component", help="Array inside the INPUT group.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (and model).")
-@click.option("--block-rows", type=click.IntRange(min=1), help="Rows per task (default: INPUT's chunks).")
-@click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True)
+@write_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
               overwrite, block_rows, compression, cluster_config, scheduler, progress):
@@ -414,6 +423,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
+    _refuse_existing_model(save_model, overwrite)
     X = _open(input_path, component, block_rows)
     with _client(cluster_config, scheduler) as client:
         started = time.perf_counter()
