@@ -7,6 +7,7 @@ pure NumPy block function over the row blocks of a dask array at
 
 from .io import load, save
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
+from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
 
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdditiveChi2Sampler",
     "GaussianRandomProjection",
+    "Nystroem",
     "PolynomialCountSketch",
     "RandomBinningFeatures",
     "RandomFourierFeatures",

@@ -21,6 +21,10 @@ CONTRACT_ESTIMATORS = [
     dkapprox.RandomFourierFeatures(n_components=40, kernel="cauchy", sampling="qmc", random_state=1),
     dkapprox.RandomBinningFeatures(n_components=64, n_grids=8, random_state=1),
     dkapprox.RandomBinningFeatures(n_components=64, n_grids=8, dense_output=True, random_state=1),
+    dkapprox.Nystroem(n_components=20, random_state=1),
+    dkapprox.Nystroem(kernel="laplacian", gamma=0.5, n_components=20, landmarks="kmeans", random_state=1),
+    dkapprox.Nystroem(kernel="polynomial", degree=2, n_components=20, landmarks="leverage", random_state=1),
+    dkapprox.Nystroem(kernel="chi2", n_components=15, random_state=1),
 ]
 
 

