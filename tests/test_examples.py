@@ -53,3 +53,13 @@ def test_plot_kernel_approximation(tmp_path):
     assert np.all((rff_acc >= 0) & (rff_acc <= 1)) and nys_acc[-1] > 0.8
     exact = float(re.search(r"exact RBF SVC accuracy: (\d\.\d+)", out)[1])
     assert exact > 0.85
+
+
+def test_learning_study(tmp_path):
+    out = run("learning_study.py", "--quick", "--n-rows", 4000, "--no-cluster", "--svc-budget", 30, "--out", tmp_path)
+    for name in ("digits", "synthetic"):
+        png = tmp_path / f"learning_study_{name}.png"
+        assert f"wrote {png}" in out
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rff, nystroem = map(float, re.search(r"^\s+200\s+(\d\.\d+)\s+(\d\.\d+)", out, re.M).groups())
+    assert rff > 0.9 and nystroem > 0.9  # digits, 200 components: both near the exact SVC's 0.99
