@@ -6,6 +6,7 @@ import statistics
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 def median_seconds(fn, repeats=3):
@@ -35,3 +36,43 @@ def _fmt(value):
             return "-"
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     return str(value)
+
+
+def first_column(block):
+    return block[:, :1].copy()
+
+
+def consume(Z, **compute_kwargs):
+    """Compute every block of the dask array Z in full, keeping one column of each."""
+    return Z.map_blocks(first_column, chunks=(Z.chunks[0], (1,)), meta=np.empty((0, 0), Z.dtype)).compute(
+        **compute_kwargs)
+
+
+def two_core_limit_seconds(estimator, blocks, repeats):
+    """The estimator's own block function run serially on NumPy blocks with one BLAS thread, halved.
+
+    Two cores can at best run two such blocks at once: this is the time to beat.
+    """
+    state = estimator._state(blocks[0].dtype)
+    block_fn = type(estimator)._block_fn
+
+    def serial():
+        with threadpool_limits(1):
+            for block in blocks:
+                block_fn(block, state)
+
+    return median_seconds(serial, repeats) / 2
+
+
+def threaded_seconds(estimator, Xd, repeats):
+    """dkapprox on dask's threaded scheduler, with default BLAS threads and with one per task."""
+
+    def one_blas_thread():
+        with threadpool_limits(1, user_api="blas"):
+            consume(estimator.transform(Xd), scheduler="threads", num_workers=2)
+
+    return {
+        "dkapprox, threaded (2 threads), default BLAS threads": median_seconds(
+            lambda: consume(estimator.transform(Xd), scheduler="threads", num_workers=2), repeats),
+        "dkapprox, threaded (2 threads), threadpool_limits(1)": median_seconds(one_blas_thread, repeats),
+    }

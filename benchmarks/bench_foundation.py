@@ -31,22 +31,11 @@ import numpy as np
 import sklearn.kernel_approximation as ska
 import sklearn.random_projection as skr
 from distributed import Client, LocalCluster, wait
-from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_seconds, print_table  # noqa: E402
+from _common import consume, median_seconds, print_table, threaded_seconds, two_core_limit_seconds  # noqa: E402
 
 import dkapprox  # noqa: E402
-
-
-def first_column(block):
-    return block[:, :1].copy()
-
-
-def consume(Z, **compute_kwargs):
-    """Compute every block of Z, keeping one column of each."""
-    return Z.map_blocks(first_column, chunks=(Z.chunks[0], (1,)), meta=np.empty((0, 0), Z.dtype)).compute(
-        **compute_kwargs)
 
 
 def make_estimators(n_components):
@@ -66,16 +55,7 @@ def run(rows, chunk, features, n_components, dtypes, repeats):
         for label, (ours, theirs) in make_estimators(n_components).items():
             ours.fit(X[:1000])
             theirs.fit(X[:1000])
-            state = ours._state(X.dtype)
-            block_fn = type(ours)._block_fn
-            timings = {}
-
-            def limit():
-                with threadpool_limits(1):
-                    for b in blocks:
-                        block_fn(b, state)
-
-            timings["2-core limit (serial x 2)"] = median_seconds(limit, repeats) / 2
+            timings = {"2-core limit (serial x 2)": two_core_limit_seconds(ours, blocks, repeats)}
 
             def sklearn_in_memory():
                 if dtype == np.float32:
@@ -86,15 +66,7 @@ def run(rows, chunk, features, n_components, dtypes, repeats):
 
             timings["scikit-learn in memory"] = median_seconds(sklearn_in_memory, repeats)
             Xd = da.from_array(X, chunks=(chunk, -1))
-            timings["dkapprox, threaded (2 threads), default BLAS threads"] = median_seconds(
-                lambda: consume(ours.transform(Xd), scheduler="threads", num_workers=2), repeats)
-
-            def threaded_one_blas_thread():
-                with threadpool_limits(1, user_api="blas"):
-                    consume(ours.transform(Xd), scheduler="threads", num_workers=2)
-
-            timings["dkapprox, threaded (2 threads), threadpool_limits(1)"] = median_seconds(
-                threaded_one_blas_thread, repeats)
+            timings.update(threaded_seconds(ours, Xd, repeats))
             results.append((dtype, label, timings))
         del X, blocks
     return results

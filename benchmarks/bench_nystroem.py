@@ -45,8 +45,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_seconds, print_table  # noqa: E402
-from bench_foundation import consume  # noqa: E402  (every block computed, one column of each kept)
+from _common import consume, median_seconds, print_table, threaded_seconds, two_core_limit_seconds  # noqa: E402
 
 import dkapprox  # noqa: E402
 from dkapprox.nystroem import Nystroem  # noqa: E402
@@ -136,17 +135,8 @@ def fit_table(X, chunk, sizes, repeats):
 def transform_table(X, chunk, n_components, repeats):
     ours = Nystroem(n_components=n_components, random_state=0).fit(X)
     theirs = SkNystroem(n_components=n_components, random_state=0).fit(X)
-    state = ours._state(X.dtype)
-    block_fn = type(ours)._block_fn
     blocks = [X[i:i + chunk] for i in range(0, len(X), chunk)]
-    timings = {}
-
-    def limit():
-        with threadpool_limits(1):
-            for b in blocks:
-                block_fn(b, state)
-
-    timings["2-core limit (serial x 2)"] = median_seconds(limit, repeats) / 2
+    timings = {"2-core limit (serial x 2)": two_core_limit_seconds(ours, blocks, repeats)}
 
     def sklearn_in_memory():
         for i in range(0, len(X), 250_000):
@@ -154,14 +144,7 @@ def transform_table(X, chunk, n_components, repeats):
 
     timings["scikit-learn in memory"] = median_seconds(sklearn_in_memory, repeats)
     Xd = da.from_array(X, chunks=(chunk, -1))
-    timings["dkapprox, threaded (2 threads), default BLAS threads"] = median_seconds(
-        lambda: consume(ours.transform(Xd), scheduler="threads", num_workers=2), repeats)
-
-    def threaded_one_blas_thread():
-        with threadpool_limits(1, user_api="blas"):
-            consume(ours.transform(Xd), scheduler="threads", num_workers=2)
-
-    timings["dkapprox, threaded (2 threads), threadpool_limits(1)"] = median_seconds(threaded_one_blas_thread, repeats)
+    timings.update(threaded_seconds(ours, Xd, repeats))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit="8GiB") as cluster, Client(cluster) as client:
         # made on the workers (other values, same distribution): a 256 MB array embedded in the

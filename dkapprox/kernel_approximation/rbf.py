@@ -45,7 +45,29 @@ def data_variance(X, estimator_name):
     return m2 / n if n else 0.0
 
 
-class RBFSampler(BlockwiseTransformer):
+class FourierSampler(BlockwiseTransformer):
+    """What RBFSampler and SkewedChi2Sampler share: random_weights_, random_offset_ and their state."""
+
+    def _set_fourier(self, weights, offset, dtype):
+        # drawn in float64; stored as float32 after a float32 fit, as scikit-learn does
+        cast = np.float32 if dtype == np.float32 else np.float64
+        self.random_weights_ = weights.astype(cast, copy=False)
+        self.random_offset_ = offset.astype(cast, copy=False)
+
+    @property
+    def _n_features_out(self):
+        return self.n_components
+
+    def _out_dtype(self, dtype):
+        return np.result_type(dtype, self.random_weights_.dtype)
+
+    def _state(self, dtype):
+        dtype = self._out_dtype(dtype)
+        return FourierState(self.random_weights_.astype(dtype, copy=False),
+                            self.random_offset_.astype(dtype, copy=False))
+
+
+class RBFSampler(FourierSampler):
     """Approximate the RBF kernel feature map with random Fourier features.
 
     Same parameters, fitted attributes and numbers as
@@ -98,23 +120,8 @@ class RBFSampler(BlockwiseTransformer):
             self._gamma = 1.0 / (n_features * var) if var != 0 else 1.0
         else:
             self._gamma = self.gamma
-        self.random_weights_ = (2.0 * self._gamma) ** 0.5 * rs.normal(size=(n_features, self.n_components))
-        self.random_offset_ = rs.uniform(0, 2 * np.pi, size=self.n_components)
-        if X.dtype == np.float32:
-            self.random_weights_ = self.random_weights_.astype(X.dtype, copy=False)
-            self.random_offset_ = self.random_offset_.astype(X.dtype, copy=False)
-
-    @property
-    def _n_features_out(self):
-        return self.n_components
-
-    def _out_dtype(self, dtype):
-        return np.result_type(dtype, self.random_weights_.dtype)
-
-    def _state(self, dtype):
-        dtype = self._out_dtype(dtype)
-        return FourierState(self.random_weights_.astype(dtype, copy=False),
-                            self.random_offset_.astype(dtype, copy=False))
+        weights = (2.0 * self._gamma) ** 0.5 * rs.normal(size=(n_features, self.n_components))
+        self._set_fourier(weights, rs.uniform(0, 2 * np.pi, size=self.n_components), X.dtype)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -9,9 +9,8 @@ from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampl
 from sklearn.utils import check_random_state
 
 from .. import _graph
-from .._base import BlockwiseTransformer
 from .._validation import BlockCheck
-from .rbf import FourierState, fourier_features
+from .rbf import FourierSampler, FourierState, fourier_features
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ def skewed_chi2_features(block, state):
     return fourier_features(shifted, state.fourier)
 
 
-class SkewedChi2Sampler(BlockwiseTransformer):
+class SkewedChi2Sampler(FourierSampler):
     """Approximate the skewed chi-squared kernel by Monte Carlo features.
 
     Same parameters, fitted attributes and numbers as
@@ -66,23 +65,11 @@ class SkewedChi2Sampler(BlockwiseTransformer):
     def _fit(self, X):
         rs = check_random_state(self.random_state)
         uniform = rs.uniform(size=(X.shape[1], self.n_components))
-        self.random_weights_ = 1.0 / np.pi * np.log(np.tan(np.pi / 2.0 * uniform))
-        self.random_offset_ = rs.uniform(0, 2 * np.pi, size=self.n_components)
-        if X.dtype == np.float32:
-            self.random_weights_ = self.random_weights_.astype(X.dtype, copy=False)
-            self.random_offset_ = self.random_offset_.astype(X.dtype, copy=False)
-
-    @property
-    def _n_features_out(self):
-        return self.n_components
-
-    def _out_dtype(self, dtype):
-        return np.result_type(dtype, self.random_weights_.dtype)
+        weights = 1.0 / np.pi * np.log(np.tan(np.pi / 2.0 * uniform))  # inverse CDF of sech
+        self._set_fourier(weights, rs.uniform(0, 2 * np.pi, size=self.n_components), X.dtype)
 
     def _state(self, dtype):
-        dtype = self._out_dtype(dtype)
-        return SkewedChi2State(float(self.skewedness), FourierState(
-            self.random_weights_.astype(dtype, copy=False), self.random_offset_.astype(dtype, copy=False)))
+        return SkewedChi2State(float(self.skewedness), super()._state(dtype))
 
     def _block_check(self, finite=True):
         return BlockCheck(type(self).__name__, finite=finite, greater_than=-self.skewedness,
