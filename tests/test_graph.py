@@ -105,6 +105,26 @@ def test_tree_reduce_fan_in_and_result(blocks):
     assert len(combines) <= blocks  # a tree, not one task per pair
 
 
+def _rows_seen(row_start, state, block):
+    return [(row_start, block.shape[0])]
+
+
+def _in_order(parts):
+    return [seen for part in parts for seen in part]
+
+
+@pytest.mark.parametrize("blocks", [1, 8, 9, 15, 16, 100])
+def test_running_reduction_folds_every_block_once_in_order_in_a_chain(blocks):
+    X = da.ones((blocks * 3, 2), chunks=(3, 1))
+    lazy = _graph.reduce_aligned_rows([X], _rows_seen, _in_order, None, split_every=8, running=True)
+    graph = dict(lazy.__dask_graph__())
+    assert dask.compute(lazy, scheduler="sync")[0] == [(3 * i, 3) for i in range(blocks)]
+    combines = [k for k in graph if "_in_order" in str(k)]
+    assert len(combines) == 1 + max(0, -(-(blocks - 8) // 7))  # the first 8, then 7 more per step
+    # each combine takes the running total and at most 7 new partials: a chain, not a tree
+    assert max(len(graph[k].dependencies) for k in combines) <= 8
+
+
 def test_row_count_of_unknown_chunks():
     X = da.ones((100, 2), chunks=50)
     masked = X[X[:, 0] > 0]

@@ -61,8 +61,10 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0):
     """The per-fold statistics of (X, y): one pass over the rows, whatever their number."""
     spec = MomentsSpec(targets, int(n_folds), int(fold_key), type(estimator).__name__)
     if lazy:
+        # a running total: the statistics (n_folds x d x d) are the largest things a fit holds, and a
+        # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
         reduced = _graph.reduce_aligned_rows([X, y], block_moments, combine_moments, spec,
-                                             split_every=SPLIT_EVERY)
+                                             split_every=SPLIT_EVERY, running=True)
         return _graph.compute(reduced)[0]
     rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
     parts = [block_moments(start, spec, X[start : start + rows], y[start : start + rows])

@@ -15,6 +15,7 @@ from dask.callbacks import Callback
 from dkapprox import RBFSampler
 from dkapprox.linear_model import Ridge, RidgeClassifier, RidgeCV
 from dkapprox.linear_model._moments import Moments
+from dkapprox.linear_model._streaming import SPLIT_EVERY
 
 ROWS, D_IN, D = 400, 6, 48  # rows per block, input features, features
 
@@ -72,7 +73,8 @@ def moments_bytes(n_folds, n_targets=1):
 def test_no_task_returns_more_than_a_block_and_the_peak_does_not_grow_with_n(model, n_folds):
     block = ROWS * D * 8  # one block of features, float64
     stats = moments_bytes(n_folds)
-    for n_blocks in (4, 64):
+    peaks = {}
+    for n_blocks in (4, 64, 512):
         measure, X = measured_fit(model, n_blocks)
         # a task returns at most one block (of X, y or features) or one set of statistics: the
         # features Z (n x D) are never materialized, and neither is anything n-sized
@@ -83,11 +85,12 @@ def test_no_task_returns_more_than_a_block_and_the_peak_does_not_grow_with_n(mod
         # the driver keeps only the solution
         kept = [v for v in vars(model).values() if isinstance(v, np.ndarray)]
         assert sum(a.nbytes for a in kept) <= 8 * (D + 2) * 2
-        # held at once: a few blocks, and the partials waiting at each level of the tree (fan-in 8:
-        # at most 7 per level, log8(n_blocks) levels), never anything that grows like n
-        levels = int(np.ceil(np.log(n_blocks) / np.log(8)))
-        assert measure.peak_held <= 3 * block + (1 + 7 * levels) * stats
-    assert measure.peak_held < n_blocks * block / 4  # at 64 blocks, far below the features' size
+        # held at once: a few blocks, the running total and one group of partials (SPLIT_EVERY),
+        # whatever the number of blocks (a tree would hold up to 7 more partials per level)
+        assert measure.peak_held <= 3 * block + (1 + SPLIT_EVERY) * stats
+        peaks[n_blocks] = measure.peak_held
+    assert peaks[512] == peaks[64]  # flat: 8x the blocks, not one byte more held
+    assert measure.peak_held < 64 * block / 4  # far below the features' size
 
 
 @pytest.mark.parametrize("model", [Ridge(), RidgeCV(n_folds=3, random_state=0)], ids=["ridge", "ridge_cv"])
