@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from ._moments import hashed_folds, pool_folds, without_folds
 from ._ridge import _StreamingRegressor
-from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge, target_scores
+from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
 from ._streaming import check_Xy, gather_moments
 from ._targets import NumericTargets
 
@@ -200,7 +200,7 @@ class RidgeCV(_StreamingRegressor):
         return self
 
     def _cv_scores(self, folds, total, alphas, scoring):
-        """Scores (n_folds, n_alphas, n_targets): n_folds * n_alphas solves on the driver.
+        """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
 
         Each solve runs on one BLAS thread and the folds run in parallel
         threads (LAPACK releases the GIL): letting NumPy's and SciPy's
@@ -218,8 +218,7 @@ class RidgeCV(_StreamingRegressor):
     def _fold_scores(self, train, held_out, alphas, scoring):
         A, B, center_z, center_y = normal_equations(train, self.fit_intercept)
         scores = np.empty((alphas.size, B.shape[1]))
-        for a, alpha in enumerate(alphas):
-            W, _ = solve_ridge(A, B, alpha)
+        for a, W in enumerate(solve_ridge_path(A, B, alphas)):  # one reduction of A for all alphas
             sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
             scores[a] = target_scores(sse, held_out, scoring)
         return scores
