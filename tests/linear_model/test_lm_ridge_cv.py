@@ -106,3 +106,20 @@ def test_errors():
     keep = Xd[:, 0] > 0
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         RidgeCV(random_state=0).fit(Xd[keep], yd[keep])
+
+
+@pytest.mark.parametrize("d, rows", [(1, 5), (2, 5), (40, 200), (40, 10)], ids=["d1", "d2", "full-rank", "rank-10"])
+def test_one_reduction_for_all_alphas_equals_a_solve_per_alpha(d, rows):
+    # the path solver (one tridiagonal reduction per fold) against one Cholesky / eigh per alpha;
+    # rank-10 makes A + 0 * I singular: that alpha takes the eigh fallback, like solve_ridge
+    from dkapprox.linear_model._solve import solve_ridge, solve_ridge_path
+
+    rng = np.random.default_rng(d + rows)
+    G = rng.normal(size=(rows, d)) * rng.uniform(0.1, 10, size=d)
+    A, B = G.T @ G, rng.normal(size=(d, 3))
+    alphas = np.array([0.0, 1e-3, 1.0, 1e3])
+    W = solve_ridge_path(A, B, alphas)
+    assert W.shape == (4, d, 3)
+    for a, alpha in enumerate(alphas):
+        expected = solve_ridge(A, B, alpha)[0]
+        np.testing.assert_allclose(W[a], expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
