@@ -38,14 +38,19 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
             "Reshape your data either using array.reshape(-1, 1) if your data has a single "
             "feature or array.reshape(1, -1) if it contains a single sample."
         )
+    kind = X.dtype.kind
+    if kind == "c":  # before the sparse check, as in scikit-learn's check_array
+        raise ValueError(f"Complex data not supported (dask array of dtype {X.dtype}).")
     if _graph.is_sparse_meta(X) and not accept_sparse:
         raise TypeError(
             f"Sparse data was passed for X, but dense data is required ({name}). "
             "Use '.map_blocks(lambda b: b.toarray())' to convert the dask blocks to dense."
         )
-    kind = X.dtype.kind
-    if kind == "c":
-        raise ValueError(f"Complex data not supported (dask array of dtype {X.dtype}).")
+    if kind in "OUS" and dtype is not None:
+        # as validate_data converts NumPy object and string arrays (to float64, value by value):
+        # a value that is no number raises NumPy's "could not convert string to float" at compute
+        X = X.astype(np.float64)
+        kind = "f"
     if kind not in "biuf":
         raise ValueError(
             f"dtype {X.dtype} is not supported by {name}: convert the dask array to numbers "
