@@ -39,10 +39,15 @@ def data_variance(X, estimator_name):
         if sp.issparse(X):
             return X.multiply(X).mean() - X.mean() ** 2
         return X.var()
-    n, _, m2, bad = _graph.compute(_graph.tree_reduce(X, moments, combine_moments))[0]
-    if bad:
-        BlockCheck(estimator_name)(np.array([np.nan]))
+    # each block is checked where it is read, so that NaN and infinity get their own messages
+    n, _, m2, _ = _graph.compute(_graph.tree_reduce(X, checked_moments, combine_moments,
+                                                    args=(BlockCheck(estimator_name),)))[0]
     return m2 / n if n else 0.0
+
+
+def checked_moments(block, check):
+    check(block)
+    return moments(block)
 
 
 class FourierSampler(BlockwiseTransformer):
