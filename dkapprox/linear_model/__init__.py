@@ -1,7 +1,7 @@
 """Learners that stream over the row blocks of dask arrays of features.
 
-* :class:`Ridge`, :class:`RidgeClassifier`: one pass that tree-reduces the
-  sufficient statistics, then a solve on the driver; memory O(n_features^2)
+* :class:`Ridge`, :class:`RidgeClassifier`: one pass that folds the
+  sufficient statistics into a running total, then a solve on the driver; memory O(n_features^2)
   plus one block, whatever the number of rows.
 * :class:`RidgeCV`: exact K-fold cross-validation of an alpha grid in that
   same single pass (folds by a seeded hash of the row index, :class:`HashedKFold`).

@@ -117,12 +117,13 @@ class Ridge(_StreamingRegressor):
     ``||y - Xw - b||^2 + alpha * ||w||^2``): on NumPy input, the same
     coefficients to float tolerance. On a dask (or zarr) array ``fit`` reads
     every row block once, reducing it to the count, means and centered
-    cross-products of (X, y) in a tree, and solves the
+    cross-products of (X, y), folded into a running total (the total so
+    far and 7 new partials per step), and solves the
     ``n_features x n_features`` system on the driver (Cholesky, or eigh when
     it is singular). A task holds one block and returns O(n_features^2)
-    statistics; the driver receives only the final statistics. (The tree,
-    of fan-in 8, may hold up to 7 partials per level waiting at once:
-    log8(n_blocks) levels.)
+    statistics; at most one total and one group of 7 partials wait at
+    once, whatever the number of blocks; the driver receives only the final
+    statistics.
 
     Put a dkapprox transformer in front with a scikit-learn
     :class:`~sklearn.pipeline.Pipeline`: its ``transform`` of a dask array is
