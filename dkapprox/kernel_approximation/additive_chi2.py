@@ -42,6 +42,11 @@ def additive_chi2_features(block, state):
 
 def _sparse_features(X, state):
     steps, interval = state.sample_steps, state.sample_interval
+    if (X.data == 0).any():
+        # explicitly stored zeros map to 0 like the others (log(0) made them NaN, as in
+        # scikit-learn 1.9's AdditiveChi2Sampler); a copy, the block stays untouched
+        X = X.copy()
+        X.eliminate_zeros()
     data = X.data
 
     def like(values):
@@ -62,8 +67,10 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     Same parameters, output and errors as
     :class:`sklearn.kernel_approximation.AdditiveChi2Sampler`; takes dask and
     zarr arrays too (negative values then raise when the block is computed).
-    Sparse in gives sparse out. Integer input is converted to float64 first
-    (scikit-learn keeps the integer dtype and truncates the features).
+    Sparse in gives sparse out; explicitly stored zeros give zeros, as the
+    dense input does (scikit-learn gives NaN for them: log(0)). Integer, bool
+    and float16 input is converted to float64 first (scikit-learn keeps the
+    dtype, and truncates the features of integers).
 
     Parameters
     ----------
