@@ -161,7 +161,7 @@ default='uniform'
     def _fit(self, X):
         kernel = Kernel.of(self)
         selector = self._selector(X, kernel)
-        rows = row_source(X)
+        rows = row_source(X, check=self._block_check())
         if isinstance(selector, Given):
             n_components = selector.components.shape[0]
         else:

@@ -44,6 +44,17 @@ def kernel_params(estimator) -> dict:
     return params
 
 
+#: Kernels whose scikit-learn loop (``_chi2_kernel_fast``, 1.9) takes writable memoryviews and
+#: raises "buffer source array is read-only" on read-only arrays: blocks from a dask dataframe,
+#: from a read-only NumPy array, or a state deserialized on a worker.
+WRITABLE_ONLY = ("chi2", "additive_chi2")
+
+
+def _writable(a):
+    """``a``, or a copy of it where it is a read-only dense array (a slice of rows: small)."""
+    return a.copy() if isinstance(a, np.ndarray) and not a.flags.writeable else a
+
+
 @dataclass(frozen=True, eq=False)
 class Kernel:
     """A kernel with frozen parameters, evaluated by scikit-learn.
@@ -71,6 +82,8 @@ class Kernel:
         if self.precomputed:
             K = X[:, landmarks]
         else:
+            if isinstance(self.metric, str) and self.metric in WRITABLE_ONLY:
+                X, landmarks = _writable(X), _writable(landmarks)
             K = pairwise_kernels(X, landmarks, metric=self.metric, filter_params=True,
                                  n_jobs=n_jobs, **dict(self.params))
         return K.toarray() if sp.issparse(K) else np.asarray(K)

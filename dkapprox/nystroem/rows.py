@@ -35,9 +35,16 @@ class InMemoryRows:
 
 
 class DaskRows:
-    """Rows of a dask array, addressed by global row index whatever the chunking."""
+    """Rows of a dask array, addressed by global row index whatever the chunking.
 
-    def __init__(self, X):
+    ``check`` (a :class:`~dkapprox._validation.BlockCheck`) runs on every block
+    a pass reads, so NaN or infinity in the rows read fails with scikit-learn's
+    message (``Input X contains NaN``) instead of an error from deep in a kernel.
+    """
+
+    def __init__(self, X, check=None):
+        if check is not None:
+            X = X.map_blocks(_checked, check, dtype=X.dtype, meta=X._meta)
         self.X = X
         self.passes = 0
         self._sizes = None
@@ -71,5 +78,11 @@ class DaskRows:
         return _graph.compute(lazy)[0]
 
 
-def row_source(X):
-    return DaskRows(X) if _graph.is_dask(X) else InMemoryRows(X)
+def _checked(block, check):
+    check(block)
+    return block
+
+
+def row_source(X, check=None):
+    """Rows of ``X``; ``check`` runs on the blocks of dask input (NumPy input is validated whole)."""
+    return DaskRows(X, check) if _graph.is_dask(X) else InMemoryRows(X)
