@@ -6,6 +6,10 @@ validation error of any linear model on the same rows, need only
     count n,  means mz and my,  Czz = sum (z - mz)(z - mz)^T,
     Czy = sum (z - mz)(y - my)^T,  Cyy = sum (y - my)^2 (per target).
 
+With sample weights w every sum is weighted (sum w (z - mz)(z - mz)^T, the
+means are weighted means) and the total weight W takes the place of n in
+every formula; unweighted, W = n.
+
 These are kept *centered* (Chan, Golub & LeVeque's pairwise update) rather
 than as raw sums Z^T Z, Z^T y: the raw form loses every digit to cancellation
 when a feature's mean is large against its spread, and the centered form folds
@@ -53,7 +57,8 @@ class Moments:
     A block's are in the block's dtype; every combined one is float64.
     """
 
-    count: np.ndarray  # (K,)
+    count: np.ndarray  # (K,) rows
+    weight: np.ndarray  # (K,) float64: total sample weight (the count when unweighted)
     mean_z: np.ndarray  # (K, d)
     mean_y: np.ndarray  # (K, t)
     zz: np.ndarray  # (K, d, d)
@@ -62,14 +67,14 @@ class Moments:
 
     @property
     def nbytes(self):
-        return sum(a.nbytes for a in (self.count, self.mean_z, self.mean_y, self.zz, self.zy, self.yy))
+        return sum(a.nbytes for a in self._arrays())
 
     def fold(self, k):
         """Fold ``k`` alone, as a one-fold Moments."""
         return Moments(*(a[k : k + 1] for a in self._arrays()))
 
     def _arrays(self):
-        return self.count, self.mean_z, self.mean_y, self.zz, self.zy, self.yy
+        return self.count, self.weight, self.mean_z, self.mean_y, self.zz, self.zy, self.yy
 
 
 @dataclass(frozen=True)
@@ -80,10 +85,22 @@ class MomentsSpec:
     n_folds: int = 1
     fold_key: int = 0
     estimator_name: str = "Ridge"
+    constant_weight: float | None = None  # a scalar sample_weight (a block of weights comes as w)
 
 
-def block_moments(row_start, spec, Z, y):
-    """Moments of one row block of features ``Z`` and targets ``y``."""
+def check_weights(w, rows):
+    """A block of sample weights as float64 (rows,): finite and non-negative, as scikit-learn asks."""
+    w = np.asarray(w, dtype=np.float64).reshape(-1)
+    if w.shape[0] != rows:
+        raise ValueError(f"sample_weight.shape == ({w.shape[0]},) in a block of {rows} rows; expected ({rows},)!")
+    assert_all_finite(w, input_name="sample_weight")
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to `sample_weight`.")  # scikit-learn's words
+    return w
+
+
+def block_moments(row_start, spec, Z, y, w=None):
+    """Moments of one row block of features ``Z``, targets ``y`` and optional sample weights ``w``."""
     if sp.issparse(Z):
         Z = Z.toarray()  # a block of features: centering makes it dense anyway
     Z = np.asarray(Z)
@@ -94,6 +111,10 @@ def block_moments(row_start, spec, Z, y):
             "Found input variables with inconsistent numbers of samples in a block: "
             f"[{Z.shape[0]}, {Y.shape[0]}]"
         )
+    if w is not None:
+        w = check_weights(w, Z.shape[0])
+    elif spec.constant_weight is not None:
+        w = np.full(Z.shape[0], float(spec.constant_weight))
     K = spec.n_folds
     if K == 1:
         counts = np.array([Z.shape[0]])
@@ -108,6 +129,7 @@ def block_moments(row_start, spec, Z, y):
         order = np.argsort(folds, kind="stable")
         counts = np.bincount(folds, minlength=K)
         Z, Y = Z.take(order, axis=0), Y.take(order, axis=0)  # copies, rows grouped by fold
+        w = None if w is None else w[order]
         owned = True
     d, t = Z.shape[1], Y.shape[1]
     # kept in the block's dtype: a float32 GEMM has nothing more to give, and the partial (which
@@ -119,14 +141,28 @@ def block_moments(row_start, spec, Z, y):
         if n == 0:
             continue
         zk, yk = Z[start:stop], Y[start:stop]
-        mz = zk.mean(axis=0)
-        my = yk.mean(axis=0)
+        if w is None:
+            total = float(n)
+            mz = zk.mean(axis=0)
+            my = yk.mean(axis=0)
+        else:
+            wk = w[start:stop]
+            total = float(wk.sum())
+            scale = 1.0 / total if total > 0 else 0.0
+            wz = wk.astype(Z.dtype)  # a float64 weight vector would promote (copy) the whole block
+            mz = wz @ zk * scale
+            my = wz @ yk * scale
         if owned:
             zk -= mz
             yk -= my
         else:
             zk, yk = zk - mz, yk - my
+        if w is not None:  # sum w (z - mz)(z - mz)^T = (sqrt(w) e)^T (sqrt(w) e), still one syrk
+            root = np.sqrt(wk).astype(Z.dtype)[:, None]
+            zk *= root  # zk and yk are ours here: the centering above made them, or the fold sort
+            yk *= root
         out.count[k] = n
+        out.weight[k] = total
         out.mean_z[k] = mz
         out.mean_y[k] = my
         out.zz[k] = zk.T @ zk  # NumPy calls syrk for a matrix times its own transpose
@@ -136,7 +172,7 @@ def block_moments(row_start, spec, Z, y):
 
 
 def _zeros(K, d, t, dtype=np.float64):
-    return Moments(np.zeros(K, dtype=np.int64), np.zeros((K, d), dtype), np.zeros((K, t), dtype),
+    return Moments(np.zeros(K, dtype=np.int64), np.zeros(K), np.zeros((K, d), dtype), np.zeros((K, t), dtype),
                    np.zeros((K, d, d), dtype), np.zeros((K, d, t), dtype), np.zeros((K, t), dtype))
 
 
@@ -144,21 +180,22 @@ def combine_moments(parts):
     """Fold partial Moments (same folds) into one, exactly."""
     parts = list(parts)
     count = sum(p.count for p in parts)
-    denom = np.maximum(count, 1)[:, None]
-    mean_z = sum(p.count[:, None] * p.mean_z.astype(np.float64) for p in parts) / denom
-    mean_y = sum(p.count[:, None] * p.mean_y.astype(np.float64) for p in parts) / denom
+    weight = sum(p.weight for p in parts)
+    denom = np.where(weight > 0, weight, 1.0)[:, None]
+    mean_z = sum(p.weight[:, None] * p.mean_z.astype(np.float64) for p in parts) / denom
+    mean_y = sum(p.weight[:, None] * p.mean_y.astype(np.float64) for p in parts) / denom
     K, d, t = parts[0].zy.shape
     zz, zy, yy = np.zeros((K, d, d)), np.zeros((K, d, t)), np.zeros((K, t))  # float64 from here on
     for p in parts:
         dz = p.mean_z - mean_z
         dy = p.mean_y - mean_y
-        w = p.count.astype(np.float64)
+        w = p.weight
         zz += p.zz
         zz += np.einsum("k,ki,kj->kij", w, dz, dz)
         zy += p.zy
         zy += np.einsum("k,ki,kj->kij", w, dz, dy)
         yy += p.yy + w[:, None] * dy * dy
-    return Moments(count, mean_z, mean_y, zz, zy, yy)
+    return Moments(count, weight, mean_z, mean_y, zz, zy, yy)
 
 
 def pool_folds(m):
@@ -172,17 +209,18 @@ def without_folds(m, total):
     Inverts the pairwise update: total = rest (+) fold k, so
     C_rest = C_total - C_k - n_k (m_k - m)(m_k - m)^T - n_rest (m_rest - m)(m_rest - m)^T.
     """
-    n = total.count[0]
-    count = n - m.count
-    denom = np.maximum(count, 1)[:, None]
-    mean_z = (n * total.mean_z - m.count[:, None] * m.mean_z) / denom
-    mean_y = (n * total.mean_y - m.count[:, None] * m.mean_y) / denom
+    n = total.weight[0]
+    count = total.count[0] - m.count
+    weight = n - m.weight
+    denom = np.where(weight > 0, weight, 1.0)[:, None]
+    mean_z = (n * total.mean_z - m.weight[:, None] * m.mean_z) / denom
+    mean_y = (n * total.mean_y - m.weight[:, None] * m.mean_y) / denom
     dz_k, dy_k = m.mean_z - total.mean_z, m.mean_y - total.mean_y
     dz_r, dy_r = mean_z - total.mean_z, mean_y - total.mean_y
-    w_k, w_r = m.count.astype(np.float64), count.astype(np.float64)
+    w_k, w_r = m.weight, weight
     zz = (total.zz - m.zz - np.einsum("k,ki,kj->kij", w_k, dz_k, dz_k)
           - np.einsum("k,ki,kj->kij", w_r, dz_r, dz_r))
     zy = (total.zy - m.zy - np.einsum("k,ki,kj->kij", w_k, dz_k, dy_k)
           - np.einsum("k,ki,kj->kij", w_r, dz_r, dy_r))
     yy = total.yy - m.yy - w_k[:, None] * dy_k**2 - w_r[:, None] * dy_r**2
-    return Moments(count, mean_z, mean_y, zz, zy, yy)
+    return Moments(count, weight, mean_z, mean_y, zz, zy, yy)

@@ -151,9 +151,9 @@ class Ridge(_StreamingRegressor):
 
     Notes
     -----
-    ``sample_weight`` is not supported. Block statistics are computed in the
-    features' dtype and folded in float64. ``score`` on dask input is one
-    more pass (R^2 averaged over targets, scikit-learn's default).
+    Block statistics are computed in the features' dtype and folded in
+    float64. ``score`` on dask input is one more pass (R^2 averaged over
+    targets, scikit-learn's default).
 
     Examples
     --------
@@ -177,7 +177,7 @@ class Ridge(_StreamingRegressor):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model: one pass over X and y.
 
         Parameters
@@ -187,6 +187,9 @@ class Ridge(_StreamingRegressor):
             transformer, and its row sizes may be unknown.
         y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
             Targets; an in-memory y is cut to X's row blocks.
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative weight of each row (read in the same pass), as in
+            scikit-learn: the loss is ``sum w_i ||y_i - x_i W - b||^2``.
 
         Returns
         -------
@@ -196,7 +199,7 @@ class Ridge(_StreamingRegressor):
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)
         n_targets = 1 if y.ndim == 1 else y.shape[1]
-        pooled = gather_moments(self, X, y, lazy, NumericTargets(n_targets))
+        pooled = gather_moments(self, X, y, lazy, NumericTargets(n_targets), sample_weight=sample_weight)
         self._solve(pooled, X.dtype, alpha=self.alpha, ravel=y.ndim == 1)
         return self
 
@@ -229,7 +232,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
 
     Notes
     -----
-    ``sample_weight`` and ``class_weight`` are not supported. On dask input
+    ``class_weight`` is not supported (pass ``sample_weight``). On dask input
     ``y`` holds class labels (1-D); multilabel targets must be in memory.
 
     Examples
@@ -253,7 +256,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit one ridge regression per class: a pass over y, then one over X.
 
         Parameters
@@ -261,6 +264,8 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
         X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
         y : {ndarray, dask array} of shape (n_samples,)
             Class labels (in memory, also a multilabel indicator matrix).
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative weight of each row, as in scikit-learn.
 
         Returns
         -------
@@ -292,7 +297,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             else:
                 column_or_1d(labels, warn=True)  # scikit-learn's warning for a column vector
             targets = NumericTargets(y.shape[1])
-        pooled = gather_moments(self, X, y, lazy, targets)
+        pooled = gather_moments(self, X, y, lazy, targets, sample_weight=sample_weight)
         self._solve(pooled, X.dtype, alpha=self.alpha, ravel=False)
         return self
 

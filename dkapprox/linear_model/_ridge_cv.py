@@ -151,7 +151,7 @@ class RidgeCV(_StreamingRegressor):
         self.random_state = random_state
         self.alpha_per_target = alpha_per_target
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Score every alpha on every fold and refit with the best: one pass over X and y.
 
         Parameters
@@ -160,6 +160,11 @@ class RidgeCV(_StreamingRegressor):
             The row block sizes of a dask array must be known (the folds
             follow global row indices).
         y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative row weights: each fold's model is fitted with the
+            weights of its training rows, and scored with the weights of its
+            validation rows (weighted R^2 or mean squared error, as
+            scikit-learn's metrics compute them with ``sample_weight``).
 
         Returns
         -------
@@ -174,7 +179,7 @@ class RidgeCV(_StreamingRegressor):
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)
         n_targets = 1 if y.ndim == 1 else y.shape[1]
         folds = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
-                               fold_key=fold_key(self.random_state))
+                               fold_key=fold_key(self.random_state), sample_weight=sample_weight)
         empty = np.flatnonzero(folds.count == 0)
         if empty.size or np.any(folds.count == folds.count.sum()):
             raise ValueError(

@@ -17,7 +17,7 @@ def normal_equations(m, fit_intercept):
     With an intercept the problem is on centered data (A = Czz, B = Czy);
     without, on raw data (A = Z^T Z, B = Z^T Y rebuilt from the centered form).
     """
-    n = float(m.count[0])
+    n = float(m.weight[0])
     mz, my = m.mean_z[0], m.mean_y[0]
     if fit_intercept:
         return m.zz[0], m.zy[0], mz, my
@@ -124,7 +124,7 @@ def fold_errors(W, b, fold):
     ||y - z W - b||^2 summed = Cyy - 2 diag(W^T Czy) + diag(W^T Czz W) + n (my - mz W - b)^2,
     the cross terms vanishing because centered rows sum to zero.
     """
-    n = float(fold.count[0])
+    n = float(fold.weight[0])
     zz, zy, yy = fold.zz[0], fold.zy[0], fold.yy[0]
     quad = np.einsum("it,it->t", W, zz @ W)
     cross = np.einsum("it,it->t", W, zy)
@@ -134,7 +134,7 @@ def fold_errors(W, b, fold):
 
 def target_scores(sse, fold, scoring):
     """Per-target score of a fold from its errors (scikit-learn's r2 / negated errors)."""
-    n = float(fold.count[0])
+    n = float(fold.weight[0])
     if scoring == "r2":
         total = fold.yy[0]
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -9,9 +9,10 @@ data once and the driver receives only the statistics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from .. import _graph
 from .._validation import FLOAT_DTYPES, check_input
@@ -57,17 +58,45 @@ def check_Xy(estimator, X, y, *, y_numeric):
     return X, y, True
 
 
-def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0):
-    """The per-fold statistics of (X, y): one pass over the rows, whatever their number."""
-    spec = MomentsSpec(targets, int(n_folds), int(fold_key), type(estimator).__name__)
+def check_sample_weight(sample_weight, X, lazy):
+    """``(weights, constant)``: an array of weights (NumPy, or dask when X is), or a scalar, or neither.
+
+    In-memory weights are checked by scikit-learn (its messages); dask weights
+    by metadata here and by value in each block task (finite, non-negative).
+    """
+    if sample_weight is None:
+        return None, None
+    if isinstance(sample_weight, Real):
+        weight = float(sample_weight)
+        if not np.isfinite(weight) or weight < 0:
+            raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
+        return None, weight
+    if not lazy:
+        return _check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True), None
+    weights = as_targets(sample_weight)
+    if weights.ndim != 1:
+        raise ValueError("Sample weights must be 1D array or scalar")
+    n_x, n_w = X.shape[0], weights.shape[0]
+    if not (np.isnan(n_x) or np.isnan(n_w)) and n_x != n_w:
+        raise ValueError(f"sample_weight.shape == {weights.shape}, expected {(n_x,)}!")
+    if weights.dtype.kind not in "biuf":
+        raise ValueError(f"sample_weight must be numeric; got dtype {weights.dtype}.")
+    return weights, None
+
+
+def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sample_weight=None):
+    """The per-fold statistics of (X, y), weighted by ``sample_weight``: one pass over the rows."""
+    weights, constant = check_sample_weight(sample_weight, X, lazy)
+    spec = MomentsSpec(targets, int(n_folds), int(fold_key), type(estimator).__name__, constant)
+    arrays = [X, y] if weights is None else [X, y, weights]
     if lazy:
         # a running total: the statistics (n_folds x d x d) are the largest things a fit holds, and a
         # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
-        reduced = _graph.reduce_aligned_rows([X, y], block_moments, combine_moments, spec,
+        reduced = _graph.reduce_aligned_rows(arrays, block_moments, combine_moments, spec,
                                              split_every=SPLIT_EVERY, running=True)
         return _graph.compute(reduced)[0]
     rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
-    parts = [block_moments(start, spec, X[start : start + rows], y[start : start + rows])
+    parts = [block_moments(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
     return combine_moments(parts)
 

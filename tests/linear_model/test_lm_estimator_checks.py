@@ -27,11 +27,26 @@ def name_of(check):
     return (check.func if isinstance(check, functools.partial) else check).__name__
 
 
-CASES = [(estimator, check) for base in ESTIMATORS for estimator, check in estimator_checks_generator(base)
-         if name_of(check) not in NOT_APPLICABLE]
+# RidgeCV's folds are a hash of the row index, so weighting a row by 2 and repeating it give different
+# folds (hence possibly another alpha): no index-based K-fold can pass these two checks. Weighted
+# RidgeCV is checked against scikit-learn fold by fold in test_lm_sample_weight.py instead.
+FOLDS_FOLLOW_ROWS = "folds are a hash of the row index: a repeated row lands in another fold"
+EXPECTED_FAILURES = {
+    "RidgeCV": {"check_sample_weight_equivalence_on_dense_data": FOLDS_FOLLOW_ROWS,
+                "check_sample_weight_equivalence_on_sparse_data": FOLDS_FOLLOW_ROWS},
+}
+
+def cases():
+    for base in ESTIMATORS:
+        expected = EXPECTED_FAILURES.get(type(base).__name__)
+        for i, case in enumerate(estimator_checks_generator(base, mark="xfail", expected_failed_checks=expected)):
+            param = case if hasattr(case, "values") else pytest.param(*case)  # xfail ones come as params
+            estimator, check = param.values
+            if name_of(check) not in NOT_APPLICABLE:
+                yield pytest.param(estimator, check, marks=param.marks,
+                                   id=f"{type(estimator).__name__}-{i}-{name_of(check)}")
 
 
-@pytest.mark.parametrize("estimator, check", CASES,
-                         ids=[f"{type(e).__name__}-{i}-{name_of(c)}" for i, (e, c) in enumerate(CASES)])
+@pytest.mark.parametrize("estimator, check", list(cases()))
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
