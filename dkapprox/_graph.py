@@ -13,6 +13,8 @@ those into graphs:
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -89,7 +91,7 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
         meta = sp.csr_matrix((0, n_out), dtype=dtype)
     else:
         meta = np.empty((0, n_out), dtype=dtype)
-    return da.map_blocks(
+    return _remember(da.map_blocks(
         _run_block,
         X,
         shipped,
@@ -99,7 +101,34 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
         dtype=dtype,
         meta=meta,
         name=f"{name}-{token}",
-    )
+    ))
+
+
+#: Chunks of the arrays map_rows made lately, by name: a task key names its block in an error
+#: message even after to_delayed flattened the graph (a fit's reductions). Bounded; never a graph.
+_made: dict = {}
+_made_lock = threading.Lock()
+
+
+def _remember(X: da.Array) -> da.Array:
+    with _made_lock:
+        _made.pop(X.name, None)
+        _made[X.name] = (X.chunks, X.dtype.name)
+        while len(_made) > 64:
+            del _made[next(iter(_made))]
+    return X
+
+
+def block_of(key):
+    """(shape, dtype name) of the block a task key names, if map_rows made its array lately; else None."""
+    if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[0], str)):
+        return None
+    with _made_lock:
+        made = _made.get(key[0])
+    if made is None or len(made[0]) != len(key) - 1:
+        return None
+    chunks, dtype = made
+    return tuple(int(axis[i]) for axis, i in zip(chunks, key[1:])), dtype
 
 
 def row_blocks(X: da.Array):
@@ -123,8 +152,17 @@ def tree_reduce(X, chunk_fn, combine_fn, *, split_every=8, args=()):
 
 
 def compute(*objs):
-    """Compute several lazy objects in one pass over the data."""
-    return dask.compute(*objs)
+    """Compute several lazy objects in one pass over the data.
+
+    Under a distributed client, a task whose workers died repeatedly
+    (distributed's ``KilledWorker``, nearly always memory) raises
+    :class:`~dkapprox.errors.WorkerMemoryError` naming its block and the
+    workers' memory limit.
+    """
+    from .cluster._memory import explain_worker_deaths
+
+    with explain_worker_deaths(objs=objs):
+        return dask.compute(*objs)
 
 
 def align_rows(arrays):

@@ -11,8 +11,9 @@ retry from a fix:
 66    input missing: no store, array or model at the path
 73    cannot create the output: it exists (use --overwrite) or belongs to another job
 74    I/O error (e.g. the disk is full)
-75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun
-      (lower --block-rows first if workers ran out of memory); finished blocks are kept
+75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun;
+      finished blocks are kept. Out of worker memory (a block that cannot fit any worker is
+      refused before it runs): the message gives the --block-rows that fit
 77    permission denied
 78    bad cluster config (--cluster)
 130   interrupted (Ctrl-C); 143 terminated (SIGTERM): rerun the command to resume
@@ -282,15 +283,21 @@ def _describe_model(est):
     return f"{type(est).__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(params.items()))})"
 
 
-def _finished_same_job(out, plan, io):
-    """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
+def _described_same_job(out, plan, io):
+    """io.describe(out) if ``out`` is an output store of this very plan (finished or not), else None."""
     try:
         described = io.describe(out)
     except (errors.DkapproxError, OSError):
-        return False
+        return None
     canonical = lambda value: json.dumps(value, sort_keys=True, default=str)  # noqa: E731
-    return (described.get("kind") == "features" and described.get("status") == "complete"
-            and canonical(described.get("plan")) == canonical(json.loads(canonical(plan))))
+    same = canonical(described.get("plan")) == canonical(json.loads(canonical(plan)))
+    return described if described.get("kind") == "features" and same else None
+
+
+def _finished_same_job(out, plan, io):
+    """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
+    described = _described_same_job(out, plan, io)
+    return described is not None and described.get("status") == "complete"
 
 
 def _write(client, features, out, *, plan, overwrite, progress, compression=None):
@@ -303,27 +310,38 @@ def _write(client, features, out, *, plan, overwrite, progress, compression=None
 
     if not overwrite and _finished_same_job(out, plan, io):
         return None
-    pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
-                                compression=compression)
-    if pending.blocks_to_write < pending.blocks_total:
-        log.info("resuming %s: %d of %d blocks already written", out,
-                 pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
     try:
-        run(client, pending.delayed, progress=progress)
-    except errors.TemporaryFailure as exc:
-        if pending.blocks_to_write < pending.blocks_total or _blocks_recorded(out, io):
-            advice = ("rerun the same command to finish (finished blocks are kept), or, if workers run "
-                      "out of memory again, rerun with a smaller --block-rows and --overwrite")
-        else:
-            advice = "nothing was written: rerun with a smaller --block-rows (and --overwrite)"
-        raise errors.TemporaryFailure(f"{exc}; {advice}") from exc
+        pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
+                                    compression=compression)
+        if pending.blocks_to_write < pending.blocks_total:
+            log.info("resuming %s: %d of %d blocks already written", out,
+                     pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
+        run(client, pending.delayed, progress=progress, memory=pending.memory)
+    except errors.WorkerMemoryError as exc:
+        raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io),
+                                       suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,
+                                       block_bytes=exc.block_bytes, memory_limit=exc.memory_limit,
+                                       attempts=exc.attempts) from exc
     return pending.finalize()
 
 
-def _blocks_recorded(out, io):
-    with contextlib.suppress(errors.DkapproxError, OSError):
-        return io.describe(out).get("blocks_done", 0)
-    return 0
+def _memory_advice(exc, out, plan, io):
+    """What to rerun after a WorkerMemoryError, in this command's options.
+
+    Smaller blocks are another layout, so a store this job began must be
+    started over (--overwrite); any other store at ``out`` is not ours to
+    advise replacing.
+    """
+    rows = f"--block-rows {exc.suggested_rows}" if exc.suggested_rows else "a smaller --block-rows"
+    ours = _described_same_job(out, plan, io)
+    said = "" if exc.attempts is None else "nothing was written: "  # a refusal already says nothing ran
+    if ours is None:
+        return f"{said}rerun with {rows}"
+    done = ours.get("blocks_done", 0)
+    if done and exc.attempts is not None:  # workers died: maybe of something passing on a shared cluster
+        return (f"{done} finished blocks are kept: rerun the same command to finish the rest, "
+                f"or rerun with {rows} and --overwrite to start over with smaller blocks")
+    return f"{said}rerun with {rows} and --overwrite" + (f" (starts over: {done} blocks were written)" if done else "")
 
 
 def _summary(report, rows, out):

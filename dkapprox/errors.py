@@ -1,7 +1,8 @@
 """One exception tree for dkapprox; each error is also the right builtin.
 
 The command line maps them to exit codes (see ``dkapprox.cli``):
-``InputDataError`` 65, ``InputMissingError`` 66, ``TemporaryFailure`` 75.
+``InputDataError`` 65, ``InputMissingError`` 66, ``TemporaryFailure`` (and its
+``WorkerMemoryError``) 75.
 """
 
 
@@ -35,3 +36,30 @@ class IncompleteStoreError(DkapproxError, ValueError):
 
 class TemporaryFailure(DkapproxError, RuntimeError):
     """Worth retrying: workers died or ran out of memory; lower the chunk size."""
+
+
+class WorkerMemoryError(TemporaryFailure, MemoryError):
+    """A block does not fit a worker's memory: workers died running it, or surely would.
+
+    ``str(error)`` is ``facts; advice``: what happened (the block's shape and
+    bytes, the workers' memory limit) and what to do. ``suggested_rows`` is the
+    rows per block that fit the workers' budget (None if unknown);
+    ``attempts`` the times a task was tried before the scheduler gave up (None
+    if refused before anything ran); ``killed`` distributed's ``KilledWorker``.
+    """
+
+    def __init__(self, facts, advice, *, suggested_rows=None, block_shape=None, block_bytes=None,
+                 memory_limit=None, attempts=None, killed=None):
+        super().__init__(f"{facts}; {advice}")
+        self.facts, self.advice = facts, advice
+        self.suggested_rows, self.block_shape, self.block_bytes = suggested_rows, block_shape, block_bytes
+        self.memory_limit, self.attempts, self.killed = memory_limit, attempts, killed
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.facts, self.advice, {
+            k: getattr(self, k) for k in ("suggested_rows", "block_shape", "block_bytes", "memory_limit",
+                                          "attempts")})
+
+
+def _rebuild(cls, facts, advice, fields):
+    return cls(facts, advice, **fields)

@@ -294,9 +294,9 @@ def test_exit_codes_of_errors_from_dask_and_the_system(exc, code):
 
 
 @pytest.mark.slow
-def test_workers_killed_repeatedly_exit_75_with_advice(tmp_path):
-    # Real worker processes with a small memory limit and a block far too large for it:
-    # the nanny kills the worker, the scheduler gives up (allowed-failures=1 in ENV).
+def test_a_block_too_large_for_any_worker_exits_75_at_once_with_the_block_rows_that_fit(tmp_path):
+    # Real worker processes with a small memory limit and a block far too large for it: refused
+    # before any worker is killed. Blocks that kill their workers: tests/faults/test_memory.py.
     make_input(tmp_path / "x.zarr", rows=150_000, features=16, chunk=150_000)  # one 1.2 GB output block
     config = tmp_path / "small.yaml"
     config.write_text("kind: local\nn_workers: 1\nthreads_per_worker: 1\nmemory_limit: 600MiB\n"
@@ -304,11 +304,13 @@ def test_workers_killed_repeatedly_exit_75_with_advice(tmp_path):
     args = ("featurize", tmp_path / "x.zarr", "--method", "rbf", "--n-components", 2048,
             "--out", tmp_path / "o.zarr", "--cluster", config)
     result = cli(*args, timeout=300)
-    assert_one_line_error(result, 75, "workers died repeatedly", "nothing was written",
-                          "smaller --block-rows (and --overwrite)")
-    fine = cli(*args, "--block-rows", 10_000, "--overwrite", timeout=300)
+    assert_one_line_error(result, 75, "150,000 x 2,048 float32 (1.14 GiB", "cannot fit any worker",
+                          "memory limit is 600.00 MiB", "nothing was computed; rerun with --block-rows")
+    assert not (tmp_path / "o.zarr").exists()
+    rows = int(result.stderr.rsplit("--block-rows ", 1)[1].split()[0])
+    fine = cli(*args, "--block-rows", rows, timeout=300)  # nothing was made, so no --overwrite
     assert fine.returncode == 0, fine.stderr
-    assert "15 blocks written" in fine.stdout
+    assert f"{-(-150_000 // rows)} blocks written" in fine.stdout
 
 
 # -- interrupt and resume --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Run a lazy job on a Client: a progress bar, worker deaths as TemporaryFailure, memory watch."""
+"""Run a lazy job on a Client: a progress bar, worker deaths as WorkerMemoryError, memory watch."""
 
 from __future__ import annotations
 
@@ -9,37 +9,34 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import TemporaryFailure
 
-
-def run(client, lazy, *, progress=False):
+def run(client, lazy, *, progress=False, memory=None):
     """Compute ``lazy`` (a dask collection or delayed) on ``client`` and return its result.
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
     ProgressBar prints nothing under a distributed client). Work still queued
     when this returns by an exception (Ctrl-C, a failure) is cancelled.
+    ``memory`` is the check of a planned write (``PendingWrite.memory``), so
+    that a worker death names the block and the rows per block that fit.
 
     Raises
     ------
-    TemporaryFailure
+    WorkerMemoryError
         A task's workers died too often (distributed's KilledWorker): nearly
-        always memory; the message says what to lower.
+        always memory; the message says what to lower (a TemporaryFailure).
     """
-    from distributed import KilledWorker, progress as progress_bar
+    from distributed import progress as progress_bar
+
+    from ._memory import explain_worker_deaths
 
     future = client.compute(lazy)
     try:
-        if progress:
-            with contextlib.redirect_stdout(sys.stderr):
-                progress_bar(future, notebook=False)
-            sys.stderr.write("\n")
-        return future.result()
-    except KilledWorker as exc:
-        task = getattr(exc, "task", None) or (exc.args[0] if exc.args else "a task")
-        raise TemporaryFailure(
-            f"workers died repeatedly while running {task!r} (usually out of memory): "
-            "lower the chunk size or give workers more memory, then rerun"
-        ) from exc
+        with explain_worker_deaths(memory, objs=(lazy,)):
+            if progress:
+                with contextlib.redirect_stdout(sys.stderr):
+                    progress_bar(future, notebook=False)
+                sys.stderr.write("\n")
+            return future.result()
     finally:
         if not future.done():
             future.cancel()

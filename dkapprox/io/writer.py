@@ -80,6 +80,11 @@ class PendingWrite:
     checks that every block is recorded, marks the store complete and returns
     a :class:`WriteReport` (it raises :class:`~dkapprox.errors.IncompleteStoreError`
     if blocks are missing, e.g. after a cancelled compute: rerun the job).
+    ``memory`` is what was checked against the workers of the distributed
+    client active when it was planned (None without one):
+    ``dkapprox.cluster.run(client, delayed, memory=pending.memory)`` then
+    reports workers that died as a ``WorkerMemoryError`` naming the block and
+    the rows per block that fit.
 
     Examples
     --------
@@ -98,6 +103,7 @@ class PendingWrite:
     path: str
     blocks_total: int
     blocks_to_write: int
+    memory: object = None  # dkapprox.cluster's MemoryCheck: pass to dkapprox.cluster.run(..., memory=)
 
     def __iter__(self):
         return iter((self.delayed, self.finalize))
@@ -170,6 +176,13 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     InputDataError
         ``out`` lies inside an input (or an input inside it), or ``features``
         cannot be stored (unknown chunk sizes, sparse blocks, non-numeric).
+    WorkerMemoryError
+        Under a distributed client: a block cannot fit any worker's memory
+        limit (raised before anything is written or computed), or workers died
+        repeatedly running it. The message names the block's shape and bytes,
+        the workers' memory limit and the rows per block that fit
+        (``error.suggested_rows``); finished blocks are kept. A block that
+        needs more than a worker's budget but may fit is logged as a warning.
 
     Examples
     --------
@@ -183,6 +196,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     >>> float(open_features(out).sum().compute())
     16000.0
     """
+    from ..cluster._memory import check_memory, explain_worker_deaths
+
     started = time.perf_counter()
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
@@ -191,6 +206,7 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     loc = locate(out, storage_options)
     if not allow_inside_input:
         _refuse_inside_input(loc, features, plan)
+    memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
     header = {
         "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
@@ -207,10 +223,11 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     def finalize() -> WriteReport:
         return _finalize(group, loc, header, blocks_to_write=len(todo), started=started, resumed=resumed)
 
-    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo))
+    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory)
     if not compute:
         return pending
-    _graph.compute(lazy)
+    with explain_worker_deaths(memory):
+        _graph.compute(lazy)
     return finalize()
 
 
