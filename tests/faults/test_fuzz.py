@@ -97,6 +97,14 @@ def report_counts(request):
         print("\n" + text)
 
 
+@pytest.fixture(autouse=True)
+def synchronous():
+    """Tasks in this thread unless a test asks for threads (a cluster another module left as the
+    default client must not take these computations)."""
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
 def run_counted(test_id, fuzz, n):
     """Run the Hypothesis test ``fuzz`` and check that all of its ``n`` examples ran to the end."""
     before = TRIED[test_id]
@@ -618,6 +626,15 @@ def test_complex_input_is_refused_without_computing(estimator, dtype):
     if twin is not None:
         with pytest.raises(ValueError, match="Complex data not supported"):
             sklearn_fit_transform(twin, X)
+
+
+@pytest.mark.parametrize("estimator", [e for e in CONTRACT_ESTIMATORS if not fz.accepts_sparse(e)], ids=ident)
+def test_complex_sparse_is_reported_as_complex_as_scikit_learn_does(estimator):
+    """Complex and sparse for a dense-only estimator: check_array names the complex data first."""
+    S = sp.csr_matrix(positive(20, 4).astype(np.complex128))
+    for data in (S, da.from_array(S, chunks=(7, -1), asarray=False)):
+        with pytest.raises(ValueError, match="Complex data not supported"):
+            fit_quiet(estimator, data)
 
 
 def with_explicit_zeros(fmt, rows=30, cols=5):
