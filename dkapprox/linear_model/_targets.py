@@ -26,7 +26,8 @@ class NumericTargets:
         if y.dtype.kind not in "biuf":
             raise ValueError(f"y must be numeric for regression; got a block of dtype {y.dtype}.")
         assert_all_finite(y, input_name="y")
-        return y.reshape(y.shape[0], -1).astype(dtype, copy=False)
+        # n_targets, not -1: a zero-row block of a 1-D y cannot infer its width
+        return y.reshape(y.shape[0], self.n_targets).astype(dtype, copy=False)
 
 
 @dataclass(frozen=True)

@@ -163,3 +163,16 @@ def test_fit_from_zarr_arrays_on_disk(tmp_path):
     pipe = make_pipeline(RBFSampler(n_components=40, random_state=0), Ridge()).fit(zX, zy)
     assert isinstance(pipe.predict(zX), da.Array)
     assert Ridge(alpha=0.5).fit(X, zy).coef_ == pytest.approx(ref.coef_, rel=1e-10)  # y read into memory
+
+
+def test_zero_row_blocks_are_folded_as_nothing():
+    # found by the input fuzzing: a zero-row block of a 1-D y could not be reshaped to (0, n_targets)
+    from dkapprox.linear_model import RidgeCV
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), rng.normal(size=60)
+    chunks = (20, 0, 25, 0, 15)
+    Xd, yd = da.from_array(X, chunks=(chunks, 3)), da.from_array(y, chunks=(chunks,))
+    for ours, whole in [(Ridge(alpha=0.5), Ridge(alpha=0.5)),
+                        (RidgeCV(n_folds=3, random_state=0), RidgeCV(n_folds=3, random_state=0))]:
+        np.testing.assert_allclose(ours.fit(Xd, yd).coef_, whole.fit(X, y).coef_, rtol=1e-12)
