@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import WorkerMemoryError
+from ..errors import TemporaryFailure, WorkerMemoryError
 
 logger = logging.getLogger("dkapprox.cluster")
 SUGGESTION_MARGIN = 0.85
@@ -259,16 +259,24 @@ def check_memory(features, client=None) -> MemoryCheck | None:
     return check
 
 
-def worker_death_error(killed, check: MemoryCheck | None = None, objs=()) -> WorkerMemoryError:
-    """A WorkerMemoryError for distributed's KilledWorker: which block, what limit, which rows fit.
+def worker_death_error(killed, check: MemoryCheck | None = None, objs=(), *, since=0.0, client=None):
+    """The error for distributed's KilledWorker: which block, what limit, which rows fit.
 
-    With a ``check`` (a write planned by dkapprox.io) the block and the rows
-    that fit are known; otherwise the block is looked up in the graphs of
-    ``objs`` by the task's key.
+    A WorkerMemoryError if a nanny killed the task's last worker for its
+    memory (distributed's ``worker-restart-memory`` event, since ``since``);
+    otherwise a plain TemporaryFailure that says the workers were lost some
+    other way (killed, crashed), so smaller blocks are not the answer. With a
+    ``check`` (a write planned by dkapprox.io) the block and the rows that fit
+    are known; otherwise the block is looked up by the task's key.
     """
     attempts = killed.allowed_failures + 1
-    head = f"workers died repeatedly while running {killed.task!r} ({attempts} attempts; usually out of memory)"
+    head = f"workers died repeatedly while running {killed.task!r} ({attempts} attempts"
+    kill = _memory_kill(killed, since, client)
+    if kill is None:
+        return TemporaryFailure(f"{head}), not for memory (no nanny killed the last one over its memory limit): "
+                                "the cluster lost them; rerun when it is healthy (finished blocks are kept)")
     limit = int(getattr(killed.last_worker, "memory_limit", 0) or 0)
+    head += f"; out of memory: its nanny killed the last one at {_size(kill.get('rss', 0))})"
     if check is not None:
         where = check.workers.describe() if check.workers else (
             f"the workers' memory limit is {_size(limit)}" if limit else "")
@@ -285,6 +293,27 @@ def worker_death_error(killed, check: MemoryCheck | None = None, objs=()) -> Wor
         facts += f" on workers with a {_size(limit)} memory limit"
     return WorkerMemoryError(facts, f"{advice} or give workers more memory", block_shape=shape, block_bytes=nbytes,
                              memory_limit=limit or None, attempts=attempts, killed=killed)
+
+
+def _memory_kill(killed, since, client, wait=1.0):
+    """The nanny's ``worker-restart-memory`` event for the task's last worker since ``since``, or None.
+
+    The nanny logs it before it terminates the worker; it is waited for a
+    moment in case it is still on its way to the scheduler.
+    """
+    client = client or active_client()
+    address = getattr(killed.last_worker, "address", None)
+    if client is None or address is None:
+        return None
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(Exception):  # a lost scheduler answers nothing: not for memory, as far as we know
+            for stamp, event in client.get_events("worker-restart-memory"):
+                if stamp >= since and isinstance(event, dict) and event.get("worker") == address:
+                    return event
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
 
 
 def _task_block(task, objs):
@@ -322,20 +351,22 @@ def _task_block(task, objs):
 
 
 @contextlib.contextmanager
-def explain_worker_deaths(check: MemoryCheck | None = None, objs=()):
-    """Turn distributed's KilledWorker raised inside into a WorkerMemoryError (with ``check``'s facts).
+def explain_worker_deaths(check: MemoryCheck | None = None, objs=(), client=None):
+    """Turn distributed's KilledWorker raised inside into a WorkerMemoryError (with ``check``'s facts)
+    if its workers went over their memory limit, else into a TemporaryFailure.
 
     An error already explained without a ``check`` (by a nested compute) is
     explained again with it.
     """
+    since = time.time() - 1.0  # event times are the scheduler's clock
     try:
         yield
     except WorkerMemoryError as exc:
         if check is None or exc.killed is None:
             raise
-        raise worker_death_error(exc.killed, check) from exc.killed
+        raise worker_death_error(exc.killed, check, since=since, client=client) from exc.killed
     except Exception as exc:
         killed_type = getattr(sys.modules.get("distributed"), "KilledWorker", None)
         if killed_type is None or not isinstance(exc, killed_type):
             raise
-        raise worker_death_error(exc, check, objs) from exc
+        raise worker_death_error(exc, check, objs, since=since, client=client) from exc

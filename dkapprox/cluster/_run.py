@@ -22,8 +22,10 @@ def run(client, lazy, *, progress=False, memory=None):
     Raises
     ------
     WorkerMemoryError
-        A task's workers died too often (distributed's KilledWorker): nearly
-        always memory; the message says what to lower (a TemporaryFailure).
+        A task's workers died too often (distributed's KilledWorker) and
+        their nanny killed them for memory: the message says what to lower.
+    TemporaryFailure
+        A task's workers died too often some other way (killed, crashed).
     """
     from distributed import progress as progress_bar
 
@@ -31,7 +33,7 @@ def run(client, lazy, *, progress=False, memory=None):
 
     future = client.compute(lazy)
     try:
-        with explain_worker_deaths(memory, objs=(lazy,)):
+        with explain_worker_deaths(memory, objs=(lazy,), client=client):
             if progress:
                 with contextlib.redirect_stdout(sys.stderr):
                     progress_bar(future, notebook=False)

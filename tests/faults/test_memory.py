@@ -15,22 +15,25 @@ prints the time from submit to the error.
 """
 
 import logging
+import os
 import re
+import subprocess
 import time
 
 import dask
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
 from distributed import Client, KilledWorker, LocalCluster
-from test_cli import assert_one_line_error, cli
+from sklearn.pipeline import make_pipeline
+from test_cli import _start, assert_one_line_error, cli
 
 from dkapprox import io
 from dkapprox.cluster import WorkerWatch
 from dkapprox.errors import TemporaryFailure, WorkerMemoryError
 from dkapprox.kernel_approximation import RBFSampler
 from dkapprox.linear_model import Ridge
-from sklearn.pipeline import make_pipeline
 
 LIMIT = "600MiB"
 WIDE = dict(n_components=2048, gamma=0.5, random_state=0)  # 8 KiB of float32 features a row
@@ -85,7 +88,7 @@ def test_a_block_larger_than_any_worker_is_refused_before_anything_runs(client, 
             io.write_features(features, out, plan={})
         seconds = time.perf_counter() - started
     print(f"\nscenario 3, library, block larger than any worker: error {seconds * 1000:.0f} ms after submit, "
-          f"{watch.report.restarts} workers killed")
+          f"{watch.report.restarts} workers killed\n  {caught.value}")
     exc, message = caught.value, str(caught.value)
     assert isinstance(exc, TemporaryFailure) and isinstance(exc, MemoryError)
     for fragment in ("150,000 x 2,048 float32 (1.14 GiB", "cannot fit any worker", "600.00 MiB",
@@ -113,11 +116,11 @@ def test_a_block_that_kills_its_workers_is_a_clear_error_within_the_allowed_retr
         client.wait_for_workers(WORKERS, timeout=60)
     exc, message = caught.value, str(caught.value)
     print(f"\nscenario 3, library, block that kills its workers: error {seconds:.2f} s after submit, "
-          f"{exc.attempts} attempts, {watch.report.restarts} workers restarted")
+          f"{exc.attempts} attempts, {watch.report.restarts} workers restarted\n  {message}")
     assert "workers may run out of memory" in caplog.text  # said before the workers died
     assert isinstance(exc.killed, KilledWorker) and exc.attempts == 2  # allowed-failures=1: tried twice
     assert watch.report.restarts == exc.attempts  # each attempt cost one worker, no more
-    for fragment in ("workers died repeatedly", "(2 attempts; usually out of memory)",
+    for fragment in ("workers died repeatedly", "(2 attempts; out of memory: its nanny killed the last one at",
                      "51,200 x 2,048 float32 (400.00 MiB", "memory limit is 600.00 MiB"):
         assert fragment in message, (fragment, message)
     rows = _advice_rows(message)
@@ -142,6 +145,17 @@ def test_a_fit_whose_blocks_kill_workers_names_the_block_to_lower(client, tmp_pa
     client.wait_for_workers(WORKERS, timeout=60)
 
 
+def test_workers_lost_some_other_way_are_not_reported_as_memory(client, tmp_path):
+    # A task whose process exits (as a crash or a kill by an operator would end it): distributed's
+    # KilledWorker too, but smaller blocks would not help, so it is a plain TemporaryFailure.
+    dying = da.from_delayed(dask.delayed(os._exit, pure=False)(1), shape=(10, 2), dtype=np.float64)
+    with pytest.raises(TemporaryFailure) as caught:
+        io.write_features(dying, tmp_path / "z.zarr", plan={})
+    assert not isinstance(caught.value, WorkerMemoryError)
+    assert "(2 attempts), not for memory" in str(caught.value) and "finished blocks are kept" in str(caught.value)
+    client.wait_for_workers(WORKERS, timeout=60)
+
+
 @pytest.mark.slow
 def test_cli_exits_75_within_the_allowed_retries_and_its_block_rows_then_run(tmp_path):
     _input(tmp_path / "x.zarr", 51_200)
@@ -151,14 +165,19 @@ def test_cli_exits_75_within_the_allowed_retries_and_its_block_rows_then_run(tmp
     args = ("featurize", tmp_path / "x.zarr", "--method", "rbf", "--n-components", 2048, "--gamma", 0.5,
             "--out", tmp_path / "z.zarr", "--cluster", config)
     started = time.perf_counter()
-    result = cli(*args, timeout=300)  # allowed-failures=1 in test_cli's environment
-    seconds = time.perf_counter() - started
-    print(f"\nscenario 3, CLI, block that kills its workers: exit {result.returncode} after {seconds:.1f} s "
-          "(process start to exit)")
-    assert_one_line_error(result, 75, "workers died repeatedly", "(2 attempts; usually out of memory)",
+    proc = _start(*args)  # allowed-failures=1 in test_cli's environment
+    lines = []
+    for line in proc.stderr:  # the warning is logged just before the job is submitted
+        lines.append((time.perf_counter(), line))
+    stdout = proc.stdout.read()
+    code, ended = proc.wait(timeout=300), time.perf_counter()
+    result = subprocess.CompletedProcess(args, code, stdout, "".join(line for _, line in lines))
+    submitted = next(t for t, line in lines if "workers may run out of memory" in line)
+    print(f"\nscenario 3, CLI, block that kills its workers: exit {code} {ended - submitted:.1f} s after submit "
+          f"({ended - started:.1f} s from process start)\n  {result.stderr.strip().splitlines()[-1]}")
+    assert_one_line_error(result, 75, "workers died repeatedly", "(2 attempts; out of memory: its nanny killed",
                           "51,200 x 2,048 float32 (400.00 MiB", "memory limit is 600.00 MiB",
                           "nothing was written: rerun with --block-rows")
-    assert "workers may run out of memory" in result.stderr  # the warning came before the deaths
     rows = int(re.search(r"--block-rows (\d+) and --overwrite", result.stderr).group(1))
     fine = cli(*args, "--block-rows", rows, "--overwrite", timeout=300)
     assert fine.returncode == 0, fine.stderr
