@@ -41,11 +41,8 @@ WORKERS = 2
 
 
 @pytest.fixture(scope="module")
-def client():
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
-            LocalCluster(n_workers=WORKERS, threads_per_worker=1, memory_limit=LIMIT, dashboard_address=":0",
-                         silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
-        yield client
+def client(make_cluster):  # tests/faults/conftest.py: nannied 1-thread worker processes
+    return make_cluster(WORKERS, config={"distributed.scheduler.allowed-failures": 1}, memory_limit=LIMIT)[1]
 
 
 def _input(path, rows):
