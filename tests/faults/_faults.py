@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from dask.utils import key_split
+from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from dkapprox import _graph
@@ -209,6 +210,36 @@ def recomputed(stream, *prefixes) -> int:
 def executed_keys(stream, *prefixes) -> int:
     """Distinct keys of the given prefixes that finished at least once, from a task stream."""
     return len({str(t["key"]) for t in stream if key_split(t["key"]) in prefixes})
+
+
+# a retired worker's nanny: closing for a few seconds after retire_workers returns, then closed
+GONE = (Status.closing_gracefully, Status.closing, Status.closed, Status.failed)
+
+
+def restore(cluster, client, n_workers, timeout=120):
+    """Back to ``n_workers`` running workers and an idle scheduler.
+
+    A killed worker comes back by itself (its nanny restarts it); a retired
+    one's nanny is closed for good: its entry is dropped from the cluster's
+    spec (so that it is forgotten) and a new worker is started in its place.
+    """
+    if len(cluster.workers) < len(cluster.worker_spec):  # a nanny the cluster closed: started again
+        cluster.scale(len(cluster.worker_spec))
+    closed = [name for name, w in cluster.workers.items() if w.status in GONE]
+    if closed:
+        for name in closed:
+            cluster.worker_spec.pop(name, None)
+        cluster.scale(len(cluster.worker_spec))  # the spec is kept; the closed nannies are dropped
+        deadline = time.monotonic() + timeout
+        while set(closed) & set(cluster.workers):
+            assert time.monotonic() < deadline, f"the retired workers {closed} were never dropped"
+            time.sleep(0.02)
+        cluster.scale(n_workers)
+    deadline = time.monotonic() + timeout
+    while len(running_workers(client)) != n_workers:
+        assert time.monotonic() < deadline, f"not {n_workers} workers after {timeout} s"
+        time.sleep(0.02)
+    wait_until_idle(client, timeout)
 
 
 # -- faults -----------------------------------------------------------------------------------------
