@@ -13,6 +13,7 @@ those into graphs:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -55,9 +56,50 @@ def ship(state):
 
 
 def _run_block(block, state, block_fn, check):
+    block, state = aligned(block), aligned(state)
     if check is not None:
         check(block)
     return block_fn(block, state)
+
+
+def aligned(obj):
+    """``obj`` with every NumPy array in it aligned: copies of those that are not, else ``obj`` itself.
+
+    A worker receives arrays (the shipped state, a block made by another
+    worker) as views into the message that carried them, at whatever offset
+    they landed, often not a multiple of their item size. NumPy computes a
+    product of such an array without BLAS, with other rounding: the same
+    block gave other bits depending on which worker made it and how its
+    inputs travelled (a Nystroem state whose landmarks landed 6 bytes off:
+    two undisturbed runs on a LocalCluster differed in 4% of their bytes).
+    Looks into dense arrays, scipy.sparse matrices, dataclasses (a state),
+    lists and tuples; anything aligned is passed on as it is, not copied.
+    """
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.aligned else np.require(obj, requirements="A")
+    if sp.issparse(obj):
+        parts = [getattr(obj, n) for n in ("data", "indices", "indptr", "row", "col", "offsets") if hasattr(obj, n)]
+        return obj if all(p.flags.aligned for p in parts) else obj.copy()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changed = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            new = aligned(value)
+            if new is not value:
+                changed[f.name] = new
+        if not changed:
+            return obj
+        # a field-for-field copy, not copy.copy: a state's own __reduce__ (if any) is not run again
+        clone = object.__new__(type(obj))
+        if hasattr(obj, "__dict__"):
+            clone.__dict__.update(obj.__dict__)
+        for f in dataclasses.fields(obj):
+            object.__setattr__(clone, f.name, changed.get(f.name, getattr(obj, f.name)))
+        return clone
+    if type(obj) in (list, tuple):
+        items = [aligned(item) for item in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
+    return obj
 
 
 def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False):
