@@ -14,8 +14,9 @@ Fixtures (none autouse):
   running (a retired worker's slot is refilled, killed ones are waited for)
   and no task left on the scheduler, so a rerun of a graph computes it again.
 
-Helpers (byte comparison, kills, progress of a run) are plain functions in
-``_faults.py``: ``from _faults import differing_bytes, wait_for_progress``.
+Helpers (byte comparison, kills, progress of a run, ``restore`` of a
+cluster's workers) are plain functions in ``_faults.py``:
+``from _faults import differing_bytes, wait_for_progress``.
 """
 
 import contextlib
