@@ -7,6 +7,7 @@ import logging
 import os
 import warnings
 
+import dask
 import yaml
 
 from ._config import ClusterConfig
@@ -166,13 +167,28 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
     ...     client.submit(sum, [1, 2]).result()
     3
     """
-    from distributed import Client
-
     if config is not None and scheduler is not None:
         raise ClusterConfigError("give a cluster config or a scheduler address, not both")
     if scheduler is not None:
         config = ClusterConfig("scheduler", {"address": scheduler}, "--scheduler")
     config = config or default_config()
+    with contextlib.ExitStack() as stack:
+        if config.kind == "local":
+            stack.enter_context(dask.config.set(KEEP_NANNIES))
+        yield from _connected(config, worker_log_level)
+
+
+#: A LocalCluster closes a worker's nanny for good when, 15 s (distributed's default) after the
+#: worker was lost, no worker of its name is connected. Under repeated worker deaths (memory
+#: kills, an operator's SIGKILLs) that moment can fall in the middle of the nanny's restart of
+#: the same worker, and the cluster stays a worker short for the rest of the job (seen after
+#: ~14 SIGKILLs 2 s apart in the fault tests). The nanny restarts its worker itself: keep it.
+KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "1 hour"}
+
+
+def _connected(config, worker_log_level):
+    from distributed import Client
+
     cluster = _start_cluster(config, worker_log_level)
     try:
         if cluster is None:

@@ -5,6 +5,7 @@ import os
 import socket
 import ssl
 
+import dask
 import pytest
 from distributed import LocalCluster, Worker
 from distributed.security import Security
@@ -26,7 +27,10 @@ def test_local_config_starts_worker_processes_and_closes_them():
         worker_pid = client.submit(_pid, pure=False).result()
         assert worker_pid != os.getpid()  # a real worker process
         cluster = client.cluster
+        # a lost worker's nanny is kept (it restarts the worker), not closed 15 s after the loss
+        assert dask.config.get("distributed.deploy.lost-worker-timeout") == "1 hour"
     assert cluster.status.name == "closed"
+    assert dask.config.get("distributed.deploy.lost-worker-timeout") != "1 hour"  # only while connected
 
 
 def test_default_is_one_single_threaded_worker_per_core():
