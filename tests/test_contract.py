@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 import zarr
 from _estimators import CONTRACT_ESTIMATORS, ident
+from _rounding import assert_chunking_promise, compute_checked
 from dask.array.utils import assert_eq
 from sklearn.base import clone
 
@@ -50,12 +51,27 @@ def estimator(request):
 @pytest.mark.parametrize("chunks", [(1, -1), (97, -1), (-1, -1), (64, 5), (299, 7)],
                          ids=["rows1", "rows97", "all", "cols5", "short_last"])
 def test_transform_is_chunk_invariant(estimator, chunks, dtype):
+    """Another chunking: within the rounding bound of the block's dot products (tests/_rounding.py)."""
     X = data(dtype)
     est = estimator.fit(X)
     expected = est.transform(X)
     lazy = est.transform(da.from_array(X, chunks=chunks))
     assert lazy.dtype == expected.dtype == dtype
-    assert_same(lazy, expected, rtol(dtype))
+    assert_chunking_promise(est, X, compute_checked(lazy), expected)
+
+
+@pytest.mark.parametrize("chunks", [(1, -1), (97, -1), (64, 5)], ids=["rows1", "rows97", "cols5"])
+def test_same_blocks_give_the_same_bits(estimator, chunks, dtype):
+    """The same blocks computed again, in dask or in NumPy one block at a time: identical bits."""
+    X = data(dtype)
+    est = estimator.fit(X)
+    Xd = da.from_array(X, chunks=chunks)
+    lazy = est.transform(Xd)
+    first, second = dense(compute_checked(lazy)), dense(lazy.compute())
+    rows = np.cumsum((0,) + Xd.chunks[0])
+    by_block = np.concatenate([dense(est.transform(X[a:b])) for a, b in zip(rows[:-1], rows[1:])])
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, by_block)
 
 
 @pytest.mark.parametrize("chunks", [(1, -1), (97, 5), (-1, -1)], ids=["rows1", "rows97_cols5", "all"])

@@ -155,15 +155,12 @@ def nystroem_features(block, state):
     slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
     rbf = RBFSlices.of(state, block, slices)
     for s in slices:
-        part, n = at_least_two_rows(block[s])
+        part = block[s]
         if rbf is not None:
             K = rbf.kernel(part)
         else:
             K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs).astype(N.dtype, copy=False)
-        if n == part.shape[0]:
-            np.matmul(K, N, out=out[s])
-        else:
-            out[s] = (K @ N)[:n]
+        np.matmul(K, N, out=out[s])
     return out
 
 
@@ -197,7 +194,7 @@ class RBFSlices:
         metric = state.kernel.metric
         if not (isinstance(metric, str) and metric == "rbf") or sp.issparse(block) or not slices:
             return None
-        rows = max(2, max(s.stop - s.start for s in slices))
+        rows = max(s.stop - s.start for s in slices)
         return cls(state.landmarks, dict(state.kernel.params).get("gamma"), state.normalization.dtype, rows)
 
     def kernel(self, part):
@@ -221,15 +218,3 @@ class RBFSlices:
         np.exp(K, out=K)
         return K
 
-
-def at_least_two_rows(part):
-    """``part`` (with its one row repeated if it has one) and its number of rows.
-
-    A one-row product takes BLAS's matrix-vector path, whose rounding differs
-    from the matrix-matrix path of every longer block (float32: about 1e-6):
-    computing it as two rows keeps a row's numbers independent of chunking.
-    """
-    n = part.shape[0]
-    if n != 1:
-        return part, n
-    return (sp.vstack([part, part], format="csr") if sp.issparse(part) else np.concatenate([part, part])), 1

@@ -34,7 +34,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from .kernels import Kernel, at_least_two_rows, row_slices
+from .kernels import Kernel, row_slices
 from .normalization import symmetric_eig
 
 #: Up to this many rows, uniform landmarks are ``random_state.permutation(n)[:m]``,
@@ -110,9 +110,8 @@ def lloyd_partial(row_start, state, block):
     counts = np.zeros(m, dtype=np.int64)
     for s in row_slices(block.shape[0], m):
         part = block[s]
-        padded, n = at_least_two_rows(part)
         # ||x - c||^2 up to ||x||^2, which does not change the argmin
-        labels = np.argmin(sq - 2.0 * _dense(safe_sparse_dot(padded, C.T))[:n], axis=1)
+        labels = np.argmin(sq - 2.0 * _dense(safe_sparse_dot(part, C.T)), axis=1)
         members = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))),
                                 shape=(m, labels.size))
         sums += _dense(members @ part)
@@ -198,8 +197,7 @@ def leverage_scores(block, state):
     W = state.whitening.astype(block.dtype, copy=False)
     scores = np.empty(block.shape[0])
     for s in row_slices(block.shape[0], W.shape[0]):
-        part, n = at_least_two_rows(block[s])
-        T = (state.kernel.between(part, state.pilot).astype(W.dtype, copy=False) @ W)[:n]
+        T = state.kernel.between(block[s], state.pilot).astype(W.dtype, copy=False) @ W
         scores[s] = state.kernel.diagonal(block[s]) - np.einsum("ij,ij->i", T, T)
     return np.maximum(scores, state.floor, out=scores)
 

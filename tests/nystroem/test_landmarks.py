@@ -5,6 +5,7 @@ import tracemalloc
 import dask.array as da
 import numpy as np
 import pytest
+from _rounding import assert_chunking_promise, compute_checked
 from scipy import linalg, stats
 from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import rbf_kernel
@@ -62,10 +63,9 @@ def test_transform_is_chunk_invariant(method, dtype):
     for chunks in [(97, -1), (1, -1), (64, 2)]:
         lazy = est.transform(da.from_array(X, chunks=chunks))
         assert lazy.dtype == dtype
-        got = lazy.compute()
+        got = compute_checked(lazy)
         assert got.dtype == dtype
-        np.testing.assert_allclose(got, expected, rtol=1e-6 if dtype == np.float32 else 1e-12,
-                                   atol=1e-6 if dtype == np.float32 else 1e-12)
+        assert_chunking_promise(est, X, got, expected, what=f"{method} {chunks}")
 
 
 @pytest.mark.parametrize("method", ["uniform", "leverage"])
