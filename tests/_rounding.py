@@ -224,3 +224,16 @@ def compute_checked(lazy):
     if sp.issparse(lazy._meta):
         return sp.vstack([sp.hstack(r) for r in rows], format="csr")
     return np.block([list(r) for r in rows]) if blocks else np.empty(lazy.shape, lazy.dtype)
+
+
+def transform_by_blocks(est, X, rows):
+    """``est.transform`` of NumPy ``X`` one row block at a time (``rows``: block sizes or one size).
+
+    What a dask or Zarr transform of the same blocks must equal bit for bit (promise 1).
+    """
+    n = X.shape[0]
+    sizes = [rows] * (-(-n // rows)) if np.isscalar(rows) else list(rows)
+    edges = np.cumsum([0] + [int(s) for s in sizes])
+    edges[-1] = min(edges[-1], n)
+    parts = [est.transform(X[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+    return sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
