@@ -1,0 +1,103 @@
+"""The precision promises under every OpenBLAS kernel this CPU can run (README: "Precision").
+
+OpenBLAS picks its micro-kernels by the CPU it detects at import, and each kernel
+rounds a block's products in its own order: a test that passed because one kernel
+happened to round every shape alike fails on the next machine. Here the parity and
+chunking subset runs in subprocesses under each core type selected with
+``OPENBLAS_CORETYPE``, so such a test fails on every machine instead. Core types
+that need instructions this CPU lacks are not run (they would die of SIGILL); each
+run checks that OpenBLAS really loaded the kernel asked for, and the test reports
+which ran.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+
+#: core type -> the /proc/cpuinfo flags its kernels execute
+CORE_TYPES = {
+    "Prescott": {"pni"},
+    "Nehalem": {"ssse3", "sse4_2"},
+    "Sandybridge": {"avx"},
+    "Haswell": {"avx2", "fma"},
+    "Zen": {"avx2", "fma"},
+    "SkylakeX": {"avx512f", "avx512vl", "avx512bw", "avx512dq"},
+    "Cooperlake": {"avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512_bf16"},
+}
+#: names OpenBLAS reports for a core type whose kernels are another's (a build without its own)
+ALIASES = {"Prescott": {"Katmai"}, "Zen": {"Haswell"}, "Cooperlake": {"SkylakeX"}}
+
+SUBSET = [
+    "tests/test_contract.py", "tests/random_features/test_rff.py", "tests/nystroem/test_landmarks.py",
+    "tests/nystroem/test_kernels.py", "tests/kernel_approximation/test_parity.py",
+    "tests/random_projection/test_parity.py", "tests/nystroem/test_parity.py",
+    "tests/io/test_write_features.py",
+]
+SELECT = "chunk_invariant or same_blocks or fit_on_dask_equals or one_row or parity or featurize_a_zarr_store"
+
+
+def cpu_flags() -> set:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def runnable_core_types(flags) -> list:
+    return [name for name, needs in CORE_TYPES.items() if needs <= flags]
+
+
+def _run(core_type):
+    env = dict(os.environ, OPENBLAS_CORETYPE=core_type, OPENBLAS_NUM_THREADS="1", DKAPPROX_SEEDS="1")
+    probe = subprocess.run(
+        [sys.executable, "-c", "import numpy, threadpoolctl; "
+         "print([i['architecture'] for i in threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas'][0])"],
+        env=env, capture_output=True, text=True, timeout=120)
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *SUBSET, "-k", SELECT],
+        env=env, capture_output=True, text=True, timeout=900, cwd=TESTS.parent)
+    return core_type, probe, tests
+
+
+@pytest.mark.slow
+def test_parity_and_chunking_hold_under_every_openblas_kernel_this_cpu_runs():
+    flags = cpu_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo: cannot tell which OpenBLAS kernels this CPU executes")
+    core_types = runnable_core_types(flags)
+    assert {"Prescott", "Nehalem"} <= set(core_types), f"an x86-64 CPU runs SSE kernels: {sorted(flags)[:20]}..."
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one BLAS thread each, two cores
+        results = list(pool.map(_run, core_types))
+    report, failures = [], []
+    for core_type, probe, tests in results:
+        loaded = probe.stdout.strip()
+        summary = (tests.stdout.strip().splitlines() or ["(no output)"])[-1]
+        report.append(f"{core_type} -> {loaded}: {summary}")
+        if loaded not in {core_type} | ALIASES.get(core_type, set()):
+            failures.append(f"{core_type}: OpenBLAS loaded {loaded!r} ({probe.stderr.strip()[-300:]})")
+        if tests.returncode != 0:
+            failures.append(f"{core_type}:\n{tests.stdout[-3000:]}\n{tests.stderr[-1000:]}")
+    print("OpenBLAS core types exercised:\n  " + "\n  ".join(report))
+    assert not failures, "\n".join(failures)
+    kernels = {r.split(" -> ")[1].split(":")[0] for r in report}
+    assert len(kernels) >= 3, f"fewer distinct kernels than the CPU offers: {report}"
+
+
+def test_core_types_are_chosen_by_the_cpus_flags():
+    assert runnable_core_types({"pni", "ssse3", "sse4_2", "avx", "avx2", "fma"}) == [
+        "Prescott", "Nehalem", "Sandybridge", "Haswell", "Zen"]
+    avx512 = {"pni", "ssse3", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"}
+    assert "SkylakeX" in runnable_core_types(avx512) and "Cooperlake" not in runnable_core_types(avx512)
+    assert "SkylakeX" not in runnable_core_types(avx512 - {"avx512dq"})
