@@ -101,6 +101,8 @@ def exit_code(exc: BaseException) -> int:
 
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
+        text = text.replace("pass overwrite=True", "pass --overwrite")  # the library's words, in the CLI's
     return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
         f"{type(exc).__name__}: {text}"
 
@@ -275,6 +277,9 @@ def _plan(command, input_path, component, X, model, io):
                   "shape": list(X.shape), "dtype": str(X.dtype)},
         "model": io.fingerprint(model),
         "estimator": type(model).__name__,
+        # features of other row blocks equal these only within the rounding bound (README:
+        # "Precision"): another --block-rows is another job, never resumed into this one
+        "block_rows": int(X.chunks[0][0]),
     }
 
 

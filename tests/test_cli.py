@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import zarr
+from _rounding import assert_chunking_promise, transform_by_blocks
 from distributed import KilledWorker
 from distributed.comm import CommClosedError
 
@@ -57,8 +58,9 @@ def make_input(path, rows=2000, features=8, chunk=250, seed=0, nan_at=None):
     return X
 
 
-def expected_rbf(X, random_state=0):
-    return RBFSampler(n_components=64, gamma=0.5, random_state=random_state).fit(X).transform(X)
+def expected_rbf(X, random_state=0, rows=250):
+    """The library's features of the same 250-row blocks the store holds: the same bits."""
+    return transform_by_blocks(RBFSampler(n_components=64, gamma=0.5, random_state=random_state).fit(X), X, rows)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,7 @@ def test_fit_transform_info_round_trip_equals_the_library(work):
     assert "8 blocks written, 0 already there, of 8" in work["first"].stdout
     got = io.open_features(work["out"]).compute()
     assert got.dtype == np.float32
-    np.testing.assert_allclose(got, expected_rbf(work["X"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got, expected_rbf(work["X"]))
 
     model_json, out_json, model_yaml = cli_many(("info", work["model"], "--json"), ("info", work["out"], "--json"),
                                                 ("info", work["model"]))
@@ -118,12 +120,11 @@ def test_featurize_and_nystroem_equal_the_library(work, tmp_path):
     assert rbf.returncode == 0 and nystroem.returncode == 0, (rbf.stderr, nystroem.stderr)
     # featurize = fit + transform: the same model, the same numbers
     assert io.fingerprint(io.load(tmp_path / "m")) == io.fingerprint(io.load(work["model"]))
-    np.testing.assert_allclose(io.open_features(tmp_path / "f.zarr").compute(), expected_rbf(work["X"]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(io.open_features(tmp_path / "f.zarr").compute(), expected_rbf(work["X"]))
     # Nystroem samples its landmarks over the whole store, as the library does on the same store
     est = Nystroem(n_components=50, kernel="rbf", gamma=0.2, random_state=3).fit(io.open_array(work["input"]))
-    np.testing.assert_allclose(io.open_features(tmp_path / "n.zarr").compute(), est.transform(work["X"]),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(io.open_features(tmp_path / "n.zarr").compute(),
+                                  transform_by_blocks(est, work["X"], 250))
 
 
 def test_overwrite_replaces_with_the_flag(work, tmp_path):
@@ -132,8 +133,35 @@ def test_overwrite_replaces_with_the_flag(work, tmp_path):
     replaced = cli("transform", work["input"], "--model", work["model_b"], "--out", out, "--overwrite",
                    "--cluster", work["cluster"])
     assert replaced.returncode == 0, replaced.stderr
-    np.testing.assert_allclose(io.open_features(out).compute(), expected_rbf(work["X"], random_state=1),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(io.open_features(out).compute(), expected_rbf(work["X"], random_state=1))
+
+
+def test_other_block_rows_are_another_job(work, tmp_path):
+    """Rows per block are part of the plan: features of other blocks equal the first run's only
+    within the rounding bound, so a finished store is not reported done for them and an
+    unfinished one is not resumed with them; --overwrite starts over."""
+    out = tmp_path / "z.zarr"
+    shutil.copytree(work["out"], out)
+    base = ("transform", work["input"], "--model", work["model"], "--out", out, "--cluster", work["cluster"])
+    same, other = cli_many((*base, "--block-rows", 250), (*base, "--block-rows", 100))
+    assert same.returncode == 0 and "nothing to do" in same.stdout, same.stderr
+    assert_one_line_error(other, 73, "--overwrite")
+    assert "block_rows" in other.stderr and "250" in other.stderr and "100" in other.stderr, other.stderr
+    plan = io.describe(out)["plan"]
+    assert plan["block_rows"] == 250
+    np.testing.assert_array_equal(io.open_features(out).compute(), expected_rbf(work["X"]))  # untouched
+    store = zarr.open_group(str(out), mode="r+")  # an unfinished store of 250-row blocks: not resumed with 100
+    store.attrs.update({**store.attrs.asdict(), "dkapprox": {**store.attrs["dkapprox"], "status": "writing"}})
+    resumed = cli(*base, "--block-rows", 100)
+    assert resumed.returncode in (65, 73), resumed.stderr
+    assert "block_rows" in resumed.stderr, resumed.stderr
+    replaced = cli(*base, "--block-rows", 100, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert io.describe(out)["plan"]["block_rows"] == 100
+    got = io.open_features(out).compute()
+    np.testing.assert_array_equal(got, expected_rbf(work["X"], rows=100))
+    est = RBFSampler(n_components=64, gamma=0.5, random_state=0).fit(work["X"])
+    assert_chunking_promise(est, work["X"], got, expected_rbf(work["X"]))  # against 250-row blocks
 
 
 # -- exit codes: every failing command, side by side -------------------------------------------

@@ -317,7 +317,9 @@ def _open_or_create(loc, header, *, overwrite):
         info = output_attributes(group)
         if not overwrite:
             if info.get("status") == "complete":
-                raise OutputExistsError(f"{loc}: a finished dkapprox output is there; pass overwrite=True "
+                diffs = _job_differences(info, header)
+                what = f" of another job ({'; '.join(diffs)})" if diffs else ""
+                raise OutputExistsError(f"{loc}: a finished dkapprox output{what} is there; pass overwrite=True "
                                         "to replace it, or write to a new path")
             _require_same_job(loc, info, header)
             return group, True
@@ -358,6 +360,15 @@ def _existing(loc):
 
 
 def _require_same_job(loc, stored, header):
+    diffs = _job_differences(stored, header)
+    if diffs:
+        raise ResumeMismatchError(
+            f"{loc}: an unfinished dkapprox output of another job is there ({'; '.join(diffs)}); "
+            "rerun the original job to finish it, write to a new path, or pass overwrite=True")
+
+
+def _job_differences(stored, header):
+    """'plan.model: "a" -> "b"' for every part of the job that differs (package, layout, plan)."""
     diffs = []
     for key in ("package_version", "layout", "plan"):
         old, new = stored.get(key), header[key]
@@ -368,10 +379,7 @@ def _require_same_job(loc, stored, header):
             diffs += [f"{key}.{k}: {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys]
         else:
             diffs.append(f"{key}: {_short(old)} -> {_short(new)}")
-    if diffs:
-        raise ResumeMismatchError(
-            f"{loc}: an unfinished dkapprox output of another job is there ({'; '.join(diffs)}); "
-            "rerun the original job to finish it, write to a new path, or pass overwrite=True")
+    return diffs
 
 
 def _short(value, limit=60):
