@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import zarr
 from _estimators import CONTRACT_ESTIMATORS, ident
-from _rounding import assert_chunking_promise, compute_checked
+from _rounding import assert_chunking_promise, compute_checked, transform_by_blocks
 from dask.array.utils import assert_eq
 from sklearn.base import clone
 
@@ -24,23 +24,8 @@ def data(dtype=np.float64, rows=ROWS, cols=COLS, seed=0):
     return np.random.default_rng(seed).random((rows, cols)).astype(dtype) + 0.01
 
 
-def rtol(dtype):
-    return 1e-12 if dtype == np.float64 else 2e-6
-
-
 def dense(a):
     return a.toarray() if sp.issparse(a) else np.asarray(a)
-
-
-def assert_same(lazy, expected, tol=1e-12):
-    """dask's assert_eq (declared chunks, dtype and meta against computed) for dense or sparse blocks."""
-    if not sp.issparse(expected):
-        assert_eq(lazy, expected, rtol=tol, atol=tol)
-        return
-    assert sp.issparse(lazy._meta) and lazy.dtype == expected.dtype
-    computed = lazy.compute()
-    assert sp.issparse(computed) and computed.dtype == expected.dtype and computed.shape == expected.shape
-    np.testing.assert_allclose(dense(computed), dense(expected), rtol=tol, atol=tol)
 
 
 @pytest.fixture(params=CONTRACT_ESTIMATORS, ids=ident)
@@ -124,7 +109,9 @@ def test_unknown_row_counts(estimator):
     est = clone(estimator).fit(Xd)
     lazy = est.transform(Xd)
     assert np.isnan(lazy.shape[0]) and lazy.shape[1] == est.transform(X[:1]).shape[1]
-    np.testing.assert_allclose(dense(lazy.compute()), dense(est.transform(X[keep])), rtol=1e-12)
+    # blocks of 50 rows less the dropped ones: the same rows as NumPy's blocks of X[keep]
+    sizes = [int(keep[i:i + 50].sum()) for i in range(0, ROWS, 50)]
+    np.testing.assert_array_equal(dense(lazy.compute()), dense(transform_by_blocks(est, X[keep], sizes)))
 
 
 def test_zarr_input_is_read_lazily(estimator, tmp_path):
@@ -134,7 +121,7 @@ def test_zarr_input_is_read_lazily(estimator, tmp_path):
     est = estimator.fit(X)
     lazy = est.transform(z)
     assert isinstance(lazy, da.Array) and lazy.numblocks[0] == 5
-    np.testing.assert_allclose(dense(lazy.compute()), dense(est.transform(X)), rtol=1e-12)
+    np.testing.assert_array_equal(dense(lazy.compute()), dense(transform_by_blocks(est, X, 64)))
 
 
 def _peak_bytes(fn):
@@ -195,7 +182,9 @@ def test_bad_dask_input_is_refused_by_metadata(estimator):
 def test_integer_dask_input_is_cast_like_sklearn(estimator):
     X = (data() * 10).astype(np.int64)
     est = estimator.fit(X)
-    assert_same(est.transform(da.from_array(X, chunks=(97, -1))), est.transform(X))
+    lazy = est.transform(da.from_array(X, chunks=(97, -1)))
+    np.testing.assert_array_equal(dense(compute_checked(lazy)), dense(transform_by_blocks(est, X, 97)))
+    assert_chunking_promise(est, X.astype(np.float64), compute_checked(lazy), est.transform(X))
 
 
 def test_set_output_keeps_dask_lazy(estimator):
@@ -224,9 +213,8 @@ def test_dask_array_of_sparse_blocks(cls):
     X = sp.random(200, 30, density=0.2, format="csr", random_state=0)
     params = {} if cls is dkapprox.AdditiveChi2Sampler else dict(n_components=8, random_state=0)
     est = cls(**params).fit(X)
-    dense = da.from_array(X.toarray(), chunks=(64, -1))
-    blocks = dense.map_blocks(sp.csr_matrix, meta=sp.csr_matrix((0, 0)))
+    blocks = da.from_array(X.toarray(), chunks=(64, -1)).map_blocks(sp.csr_matrix, meta=sp.csr_matrix((0, 0)))
     got = est.transform(blocks).compute()
     expected = est.transform(X)
-    todense = (lambda m: m.toarray() if sp.issparse(m) else m)
-    np.testing.assert_allclose(todense(got), todense(expected), rtol=1e-12)
+    np.testing.assert_array_equal(dense(got), dense(transform_by_blocks(est, X, 64)))  # the same blocks
+    assert_chunking_promise(est, X, got, expected)

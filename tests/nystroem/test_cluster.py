@@ -4,6 +4,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from _rounding import transform_by_blocks
 from distributed import Client, LocalCluster
 
 from dkapprox.nystroem import Nystroem
@@ -27,7 +28,10 @@ def test_fit_and_transform_on_worker_processes_equal_in_memory(client, method):
     expected = Nystroem(n_components=25, landmarks=method, random_state=1).fit(X)
     est = Nystroem(n_components=25, landmarks=method, random_state=1).fit(lazy)
     np.testing.assert_array_equal(est.component_indices_, expected.component_indices_)
-    np.testing.assert_allclose(est.transform(lazy).compute(), expected.transform(X), rtol=1e-10, atol=1e-10)
+    # the fits' states: k-means centroids fold block sums in another order
+    np.testing.assert_allclose(est.normalization_, expected.normalization_, rtol=1e-9, atol=1e-12)
+    # the transform on worker processes: NumPy's numbers for the same blocks, bit for bit
+    np.testing.assert_array_equal(est.transform(lazy).compute(), transform_by_blocks(est, X, 70))
 
 
 def test_callable_kernel_travels_to_worker_processes(client):
@@ -37,8 +41,8 @@ def test_callable_kernel_travels_to_worker_processes(client):
     reference = Nystroem(kernel=laplace_like, kernel_params={"scale": 2.0}, n_components=10, landmarks="leverage",
                          random_state=0).fit(X)
     np.testing.assert_array_equal(est.component_indices_, reference.component_indices_)
-    np.testing.assert_allclose(est.transform(da.from_array(X, chunks=30)).compute(), reference.transform(X),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(est.normalization_, reference.normalization_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(est.transform(da.from_array(X, chunks=30)).compute(), transform_by_blocks(est, X, 30))
 
 
 def test_zarr_input(tmp_path):
@@ -51,4 +55,4 @@ def test_zarr_input(tmp_path):
     np.testing.assert_allclose(est.components_, expected.components_, rtol=1e-6)
     out = est.transform(opened)
     assert isinstance(out, da.Array) and out.dtype == np.float32
-    np.testing.assert_allclose(out.compute(), expected.transform(X), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out.compute(), transform_by_blocks(est, X, 64))  # the same blocks
