@@ -83,6 +83,21 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Returns
         -------
         X_new : ndarray, sparse matrix or dask array of shape (n_samples, n_features_out)
+
+        Notes
+        -----
+        Two promises (README, "Precision and reproducibility"):
+
+        - the same row block, transformed again (a rerun, a resumed job, a
+          block recomputed after a worker died, NumPy on that block alone),
+          gives the same bits on the same machine and BLAS;
+        - other row blocks or column chunks, another number of workers or
+          another BLAS kernel give features equal within the rounding bound
+          of the block's dot products: two summation orders of a product of
+          ``K`` terms differ by at most ``K * eps * sum |x_i w_i|`` per entry,
+          carried through the feature map by its derivative (cos: 1,
+          ``exp(-g d)``: ``g exp(-g d)``), plus a few units of rounding.
+          Maps with no reordered sum (random binning) are exact.
         """
         check_is_fitted(self)
         return self._transform(self._check(X, reset=False), X)

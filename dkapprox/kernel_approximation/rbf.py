@@ -88,8 +88,9 @@ class RBFSampler(FourierSampler):
         Number of Monte Carlo samples per original feature.
     random_state : int, RandomState instance or None, default=None
         Seed of the random weights and offsets, drawn on the driver with NumPy
-        exactly as scikit-learn draws them, so the result never depends on
-        chunking.
+        exactly as scikit-learn draws them, so they never depend on chunking
+        (the features of other row blocks are equal within the rounding
+        bound of their dot products: see ``transform``).
 
     Attributes
     ----------

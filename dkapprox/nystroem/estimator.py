@@ -60,8 +60,11 @@ class Nystroem(BlockwiseTransformer):
         parallel by blocks; its tasks use one job each).
     landmarks : {'uniform', 'kmeans', 'leverage'} or array of shape (n_landmarks, n_features), \
 default='uniform'
-        How to choose the landmarks, always by global row index so that the
-        result never depends on chunking. Passes over dask input (plus one
+        How to choose the landmarks, always by global row index, so that no
+        random choice depends on chunking ('kmeans' and 'leverage' compare
+        distances and scores, whose last bits depend on the blocks' BLAS
+        rounding: only an exact tie within that rounding could choose
+        otherwise). Passes over dask input (plus one
         when its row chunk sizes are unknown, to count rows):
 
         - ``'uniform'``: rows sampled without replacement; scikit-learn's

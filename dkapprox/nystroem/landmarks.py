@@ -3,8 +3,11 @@
 ``selector.select(rows, n_components, kernel, random_state) -> Landmarks``
 where ``rows`` is an :class:`~dkapprox.nystroem.rows.InMemoryRows` or
 :class:`~dkapprox.nystroem.rows.DaskRows`. Every random choice is a function
-of the seed and of global row indices only, so the landmarks never depend on
-how a dask array is chunked.
+of the seed and of global row indices only, so no random choice depends on
+how a dask array is chunked. k-means labels and leverage scores are computed
+from products whose last bits depend on a block's shape and on the BLAS
+kernel: a choice can differ only where two candidates tie within that
+rounding (float64 Lloyd distances; leverage scores in the block's dtype).
 
 Passes over the data, in memory or on dask (add one for a dask array whose
 row chunk sizes are unknown, to count its rows):

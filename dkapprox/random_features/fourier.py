@@ -61,8 +61,10 @@ class RandomFourierFeatures(BlockwiseTransformer):
     ``transform(X) @ transform(Y).T`` is an unbiased (``sampling='structured'``:
     nearly unbiased) Monte Carlo estimate of the kernel matrix
     ``k(X, Y)``. Frequencies are drawn on the driver with NumPy in float64
-    and cast to the data's dtype, so a row's features never depend on
-    chunking and float32 and float64 fits see the same numbers; for dask
+    and cast to the data's dtype, so the frequencies never depend on
+    chunking (a row's features in other row blocks are equal within the
+    rounding bound of its dot products) and float32 and float64 fits see
+    the same numbers; for dask
     input ``transform`` is lazy and ships the frequencies to the graph once.
 
     Parameters
