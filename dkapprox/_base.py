@@ -28,7 +28,7 @@ from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.utils.validation import check_is_fitted
 
-from . import _graph, _xarray
+from . import _graph, _lazy, _xarray
 from ._validation import BlockCheck, check_input
 
 
@@ -106,7 +106,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         block_fn = block_fn or type(self)._block_fn
         state = self._state(X.dtype) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             out = self._wrap(block_fn(X, state), _xarray.data_of(X_orig))
         else:
             out = _graph.map_rows(

@@ -12,13 +12,13 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import KERNEL_PARAMS, additive_chi2_kernel, pairwise_kernels
+from sklearn.metrics.pairwise import additive_chi2_kernel, pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from . import _graph
+from . import _graph, _lazy
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
 
@@ -85,42 +85,27 @@ def skewed_chi2_kernel(X, Y=None, *, skewedness=1.0):
 
 
 def _kernel_of(transformer):
-    """The exact kernel a known transformer approximates, as a function of the sample."""
-    name = type(transformer).__name__
-    if hasattr(transformer, "kernel") and hasattr(transformer, "kernel_params"):  # Nystroem
-        metric = transformer.kernel
-        if isinstance(metric, str) and metric == "precomputed":
-            raise ValueError("A Nystroem on a precomputed kernel has no kernel to compare with: pass kernel=.")
-        params = dict(transformer.kernel_params or {})
-        if isinstance(metric, str):
-            for key in KERNEL_PARAMS.get(metric, ()):
-                if getattr(transformer, key, None) is not None:
-                    params[key] = getattr(transformer, key)
-        # a callable Nystroem kernel is scikit-learn's k(x, y) -> float, evaluated pairwise
-        return lambda Xs: pairwise_kernels(Xs, metric=metric, **params)
-    if name == "RBFSampler":
-        gamma = float(getattr(transformer, "_gamma", transformer.gamma))  # 'scale' resolved at fit
-        return lambda Xs: pairwise_kernels(Xs, metric="rbf", gamma=gamma)
-    if name == "PolynomialCountSketch":
-        params = {"gamma": transformer.gamma, "degree": transformer.degree, "coef0": transformer.coef0}
-        return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
-    if name == "SkewedChi2Sampler":
-        return lambda Xs: skewed_chi2_kernel(Xs, skewedness=transformer.skewedness)
-    if name == "AdditiveChi2Sampler":
-        return chi2_sum_kernel
-    if name in ("GaussianRandomProjection", "SparseRandomProjection"):
-        return lambda Xs: pairwise_kernels(Xs, metric="linear")
-    if name == "RandomFourierFeatures":
-        from .random_features.spectra import Spectrum
+    """The exact kernel a known transformer approximates, as a function of the sample.
 
-        return Spectrum(transformer.kernel, float(transformer.gamma), float(transformer.nu),
-                        float(transformer.length_scale)).kernel_matrix
-    if name == "RandomBinningFeatures":
-        return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=transformer.gamma)
-    raise ValueError(
-        f"Cannot tell which kernel {name} approximates: pass kernel= (a name from "
-        "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
-    )
+    A dkapprox transformer declares it (``_exact_kernel``); one of
+    scikit-learn's is answered by the dkapprox class of the same name, whose
+    parameters and fitted attributes are scikit-learn's.
+    """
+    declared = getattr(type(transformer), "_exact_kernel", None)
+    if declared is None and type(transformer).__module__.startswith("sklearn."):
+        from . import kernel_approximation, nystroem, random_projection
+
+        for family in (kernel_approximation, nystroem, random_projection):
+            twin = getattr(family, type(transformer).__name__, None)
+            declared = getattr(twin, "_exact_kernel", None) if isinstance(twin, type) else None
+            if declared is not None:
+                break
+    if declared is None:
+        raise ValueError(
+            f"Cannot tell which kernel {type(transformer).__name__} approximates: pass kernel= (a name from "
+            "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
+        )
+    return declared(transformer)
 
 
 def _given_kernel(kernel, params):
@@ -209,12 +194,12 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
 def _sample_rows(X, n_samples, random_state):
     """The sampled rows (sorted global indices) of in-memory or dask X, in memory."""
     rng = check_random_state(random_state)
-    if _graph.is_dask(X):
-        X = _graph.as_dask(X)
+    if _lazy.is_lazy(X):
+        X = _lazy.as_dask(X)
         sizes = _graph.row_sizes(X)  # free when known; one pass when the row chunks are unknown
         n = sum(sizes)
         index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
-        return _graph.compute(_graph.take_rows(X, index, sizes=sizes))[0]
+        return _lazy.compute(_graph.take_rows(X, index, sizes=sizes), arrays=[X])[0]
     X = check_array(X, accept_sparse="csr", dtype=None)
     n = X.shape[0]
     index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))

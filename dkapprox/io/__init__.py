@@ -14,7 +14,7 @@ This package is the only code in dkapprox that touches Zarr:
 from .describe import describe
 from .model_files import fingerprint, load, save
 from .writer import PendingWrite, WriteReport, write_features
-from .zarr_store import open_array, open_features
+from ._zarr_store import open_array, open_features
 
 __all__ = ["PendingWrite", "WriteReport", "describe", "fingerprint", "load", "open_array", "open_features",
            "save", "write_features"]

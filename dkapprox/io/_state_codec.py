@@ -21,11 +21,8 @@ its parameters, a scikit-learn convention).
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 import re
-from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,35 +32,17 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
                  "coo": ("data", "row", "col")}
-_SKIPPED_PACKAGES = {"io", "cluster"}  # no estimators there; importing them would only cost time
 
 
 class StateError(ValueError):
     """Something in the document is not what this format allows (turned into ModelFileError)."""
 
 
-@lru_cache(maxsize=1)
 def public_estimators() -> dict:
-    """Name -> class for dkapprox's public estimator classes (names defined twice are left out)."""
-    from sklearn.base import BaseEstimator
+    """Name -> class for dkapprox's public estimator classes: the registry's, and nothing else."""
+    from .._registry import by_name  # imported when a model is saved or loaded: the estimators sit above io
 
-    import dkapprox
-
-    modules = [dkapprox]
-    for info in pkgutil.iter_modules(dkapprox.__path__):
-        if info.ispkg and not info.name.startswith("_") and info.name not in _SKIPPED_PACKAGES:
-            modules.append(importlib.import_module(f"dkapprox.{info.name}"))
-    found, clashes = {}, set()
-    for module in modules:
-        names = getattr(module, "__all__", [n for n in dir(module) if not n.startswith("_")])
-        for name in names:
-            obj = getattr(module, name, None)
-            if (isinstance(obj, type) and issubclass(obj, BaseEstimator)
-                    and obj.__module__.startswith("dkapprox.")):
-                if found.get(name, obj) is not obj:
-                    clashes.add(name)
-                found[name] = obj
-    return {name: cls for name, cls in found.items() if name not in clashes}
+    return by_name()
 
 
 def class_name(estimator) -> str:

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._location import locate
 from .model_files import describe_model, is_model_dir
-from .zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
+from ._zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
 
 __all__ = ["describe"]
 

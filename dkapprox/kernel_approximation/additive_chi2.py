@@ -91,6 +91,13 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     (1, 6)
     """
 
+    _cli_name = "additive_chi2"
+
+    def _exact_kernel(self):
+        from ..metrics import chi2_sum_kernel
+
+        return chi2_sum_kernel
+
     _parameter_constraints = dict(_SkAdditiveChi2Sampler._parameter_constraints)
     _accept_sparse = ("csr",)
     _non_negative = True

@@ -77,6 +77,14 @@ class PolynomialCountSketch(BlockwiseTransformer):
     dtype('float32')
     """
 
+    _cli_name = "poly"
+
+    def _exact_kernel(self):
+        from sklearn.metrics.pairwise import pairwise_kernels
+
+        params = {"gamma": self.gamma, "degree": self.degree, "coef0": self.coef0}
+        return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
+
     _parameter_constraints = dict(_SkPolynomialCountSketch._parameter_constraints)
     _accept_sparse = ("csc", "csr")
     _block_fn = staticmethod(count_sketch_features)

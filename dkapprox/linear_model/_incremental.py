@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _graph
+from .. import _graph, _lazy
 from .._validation import check_input
 from ._streaming import as_targets, distinct_labels, in_memory, lazy_predict, lazy_score
 
@@ -168,7 +168,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
             fit_params = {**fit_params, "classes": getattr(self.estimator_, "classes_", None)}
             if fit_params["classes"] is None:
                 fit_params["classes"] = distinct_labels(y)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             y = in_memory(y)  # X is in memory, so y fits too
             for _ in range(n_epochs):
                 self._learn(X, y, fit_params)
@@ -197,7 +197,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
     # -- after the fit ---------------------------------------------------------
     def _apply(self, X, method):
         check_is_fitted(self, "estimator_")
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return getattr(self.estimator_, method)(X)
         X = check_input(self, X, reset=False, dtype=None)
         tail, dtype = self._declared(method)
@@ -287,7 +287,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
         score : float
         """
         check_is_fitted(self, "estimator_")
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             y = in_memory(y)
             return self.estimator_.score(X, y)
         if not (is_classifier(self.estimator_) or is_regressor(self.estimator_)):

@@ -14,7 +14,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 from threadpoolctl import threadpool_limits
 
-from .. import _graph
+from .. import _lazy
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
 from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score
@@ -85,7 +85,7 @@ class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
         """
         X = self._check_predict_input(X)
         state = LinearState(self.coef_, self.intercept_)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return linear_predict(X, state)
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
@@ -103,7 +103,7 @@ class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
         -------
         score : float
         """
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             y = in_memory(y)
             return RegressorMixin.score(self, X, y)
         X = self._check_predict_input(X)
@@ -318,7 +318,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             For two classes, the score of ``classes_[1]``.
         """
         X = self._check_predict_input(X)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return decision_block(X, self._state())
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, decision_block, self._state(), tail=tail,
@@ -337,7 +337,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             A label per row; an indicator matrix for multilabel targets.
         """
         X = self._check_predict_input(X)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return label_block(X, self._state())
         if self._binarizer is not None:
             tail, dtype = (len(self.classes_),), np.dtype(int)
@@ -357,7 +357,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
         -------
         score : float
         """
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             y = in_memory(y)
             return ClassifierMixin.score(self, X, y)
         X = self._check_predict_input(X)

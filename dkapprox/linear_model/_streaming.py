@@ -14,7 +14,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
-from .. import _graph
+from .. import _graph, _lazy
 from .._validation import FLOAT_DTYPES, check_input
 from ._moments import MomentsSpec, block_moments, combine_moments
 from ._targets import union_labels, unique_labels_block
@@ -27,12 +27,12 @@ SPLIT_EVERY = 8
 
 def as_targets(y):
     """Targets as a dask array (from dask or zarr, 1-D or 2-D) or as NumPy."""
-    return _graph.targets_as_dask(y) if _graph.is_dask(y) else np.asarray(y)
+    return _lazy.targets_as_dask(y) if _lazy.is_lazy(y) else np.asarray(y)
 
 
 def in_memory(y):
     """``y`` as NumPy: computed if it is a dask or zarr array (used when X is in memory)."""
-    return _graph.compute(_graph.targets_as_dask(y))[0] if _graph.is_dask(y) else y
+    return _lazy.compute(_lazy.targets_as_dask(y))[0] if _lazy.is_lazy(y) else y
 
 
 def check_Xy(estimator, X, y, *, y_numeric):
@@ -41,7 +41,7 @@ def check_Xy(estimator, X, y, *, y_numeric):
         raise ValueError(
             f"This {type(estimator).__name__} estimator requires y to be passed, but the target y is None."
         )
-    if not _graph.is_dask(X):
+    if not _lazy.is_lazy(X):
         y = in_memory(y)  # X is in memory, so its targets fit too
         X, y = validate_data(estimator, X, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
                              multi_output=True, y_numeric=y_numeric)
@@ -94,7 +94,7 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
         # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
         reduced = _graph.reduce_aligned_rows(arrays, block_moments, combine_moments, spec,
                                              split_every=SPLIT_EVERY, running=True)
-        return _graph.compute(reduced)[0]
+        return _lazy.compute(reduced, arrays=arrays)[0]
     rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
     parts = [block_moments(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
@@ -103,16 +103,16 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
 
 def distinct_labels(y):
     """Sorted class labels of in-memory or dask ``y`` (one pass over y, never over X)."""
-    if not _graph.is_dask(y):
+    if not _lazy.is_lazy(y):
         return unique_labels_block(0, None, y)
-    y = _graph.targets_as_dask(y)
-    return _graph.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
+    y = _lazy.targets_as_dask(y)
+    return _lazy.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
 
 
 def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
     """``block_fn(block, state)`` over the row blocks of a checked dask ``X``, lazily."""
     name = f"{type(estimator).__name__.lower()}-{method}"
-    return _graph.map_row_blocks(X, block_fn, state, tail=tail, dtype=dtype, name=name)
+    return _graph.map_rows(X, block_fn, state, n_out=tail, dtype=dtype, name=name)
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def lazy_score(X, y, predict, state, kind):
     spec = ScoreSpec(predict, state, kind)
     y = as_targets(y)
     combine = combine_accuracy if kind == "accuracy" else combine_r2
-    result = _graph.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec))[0]
+    result = _lazy.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec), arrays=[X, y])[0]
     if kind == "accuracy":
         return result[1] / result[0]
     _, _, m2, sse = result

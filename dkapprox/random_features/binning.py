@@ -136,6 +136,12 @@ class RandomBinningFeatures(BlockwiseTransformer):
     True
     """
 
+    def _exact_kernel(self):
+        from sklearn.metrics.pairwise import pairwise_kernels
+
+        gamma = self.gamma
+        return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=gamma)
+
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, 2**32, closed="both")],
         "gamma": [Interval(Real, 0.0, None, closed="neither")],

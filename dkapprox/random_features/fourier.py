@@ -168,6 +168,9 @@ class RandomFourierFeatures(BlockwiseTransformer):
     True
     """
 
+    def _exact_kernel(self):
+        return Spectrum(self.kernel, float(self.gamma), float(self.nu), float(self.length_scale)).kernel_matrix
+
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],

@@ -75,6 +75,7 @@ class SparseRandomProjection(BaseRandomProjection):
     (100, 30)
     """
 
+    _cli_name = "sparse"
     _parameter_constraints = dict(_SkSparse._parameter_constraints)
 
     def __init__(self, n_components="auto", *, density="auto", eps=0.1, dense_output=False,
