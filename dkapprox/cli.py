@@ -61,13 +61,11 @@ def exit_code(exc: BaseException) -> int:
     from distributed.comm import CommClosedError
     from sklearn.utils._param_validation import InvalidParameterError
 
-    from .cluster import ClusterConfigError, ClusterConnectError
-
     if isinstance(exc, Interrupted):
         return 128 + exc.signum
-    if isinstance(exc, ClusterConfigError):
+    if isinstance(exc, errors.ClusterConfigError):
         return EXIT_CONFIG
-    if isinstance(exc, (errors.TemporaryFailure, ClusterConnectError, ConnectionError, TimeoutError,
+    if isinstance(exc, (errors.TemporaryFailure, errors.ClusterConnectError, ConnectionError, TimeoutError,
                         KilledWorker, CommClosedError)):
         return EXIT_TEMPFAIL
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
@@ -116,7 +114,7 @@ def main(argv=None) -> int:
         if _debug["on"]:
             traceback.print_exc()
         hint = {EXIT_INTERNAL: " (internal error: rerun with --debug and report it)",
-                EXIT_TEMPFAIL: "" if isinstance(exc, errors.DkapproxError) else " (temporary: rerun the same "
+                EXIT_TEMPFAIL: "" if isinstance(exc, errors.TemporaryFailure) else " (temporary: rerun the same "
                 "command; if workers died, lower --block-rows or give them more memory first)"}.get(code, "")
         if isinstance(exc, Interrupted):
             click.echo(f"dkapprox: {exc.args[0]}: stopped; rerun the same command to resume", err=True)

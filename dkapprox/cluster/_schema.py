@@ -15,11 +15,7 @@ from typing import Any, Callable
 
 from dask.utils import parse_bytes, parse_timedelta
 
-from ..errors import DkapproxError
-
-
-class ClusterConfigError(DkapproxError, ValueError):
-    """A cluster config file is unreadable, unsafe, or says something unknown."""
+from ..errors import ClusterConfigError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import dask
 import yaml
 
 from ._config import ClusterConfig
-from ._schema import ClusterConfigError
+from ..errors import ClusterConfigError, ClusterConnectError
 
 logger = logging.getLogger("dkapprox.cluster")
 
@@ -20,10 +20,6 @@ _EXTRAS = {
     "pbs": ("dask_jobqueue", "jobqueue", "dask-jobqueue"),
     "kubernetes": ("dask_kubernetes", "kubernetes", "dask-kubernetes"),
 }
-
-
-class ClusterConnectError(ConnectionError):
-    """The scheduler could not be reached (down, wrong address, or TLS refused)."""
 
 
 def machine_cores() -> int:

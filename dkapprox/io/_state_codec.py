@@ -27,15 +27,13 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import StateError
+
 _ARRAY_KINDS = "biufcUS"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
                  "coo": ("data", "row", "col")}
-
-
-class StateError(ValueError):
-    """Something in the document is not what this format allows (turned into ModelFileError)."""
 
 
 def public_estimators() -> dict:
