@@ -35,6 +35,7 @@ import traceback
 import click
 
 from . import errors
+from ._sklearn_compat import InvalidParameterError
 from ._jobs import (DEFAULT_RANDOM_STATE, METHODS, describe_model, make_estimator, one_line, open_input,
                     plan_of, refuse_existing_model, summary, write)
 
@@ -59,7 +60,6 @@ def exit_code(exc: BaseException) -> int:
     """The exit code for an exception that reached the top (see the module table)."""
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
-    from sklearn.utils._param_validation import InvalidParameterError
 
     if isinstance(exc, Interrupted):
         return 128 + exc.signum

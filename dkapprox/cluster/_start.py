@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import warnings
 
 import dask
 import yaml
 
 from ._config import ClusterConfig
+from .._system import available_cpus
 from ..errors import ClusterConfigError, ClusterConnectError
 
 logger = logging.getLogger("dkapprox.cluster")
@@ -22,20 +22,13 @@ _EXTRAS = {
 }
 
 
-def machine_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def default_config() -> ClusterConfig:
     """A LocalCluster sized to the machine: one single-threaded worker per core.
 
     One thread per worker is fastest for our blocks (BLAS runs one thread
     per worker; several Python threads per worker oversubscribe the cores).
     """
-    return ClusterConfig("local", {"n_workers": machine_cores(), "threads_per_worker": 1,
+    return ClusterConfig("local", {"n_workers": available_cpus(), "threads_per_worker": 1,
                                    "memory_limit": "auto"}, "<default local cluster>")
 
 

@@ -27,6 +27,7 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
+from .._sklearn_compat import get_param_names
 from ..errors import StateError
 
 _ARRAY_KINDS = "biufcUS"
@@ -140,7 +141,7 @@ class Decoder:
         params, attrs = doc["params"], doc["attributes"]
         if not isinstance(params, dict) or not isinstance(attrs, dict):
             raise StateError("'params' and 'attributes' must be objects")
-        expected = sorted(cls._get_param_names())
+        expected = sorted(get_param_names(cls))
         if sorted(params) != expected:
             raise StateError(f"{doc['class']} takes parameters {expected}, the file has {sorted(params)}")
         est = cls(**{k: self.value(v) for k, v in params.items()})

@@ -13,7 +13,7 @@ from sklearn.utils.extmath import safe_sparse_dot
 
 from .. import _graph, _lazy
 from .._base import BlockwiseTransformer
-from .._stats import combine_moments, moments
+from .._stats import combine_block_moments, moments
 from .._validation import BlockCheck
 
 
@@ -26,11 +26,15 @@ class FourierState:
 
 
 def fourier_features(block, state):
-    out = safe_sparse_dot(block, state.weights)
-    out += state.offset
-    np.cos(out, out=out)
-    out *= math.sqrt(2.0 / state.offset.shape[0])  # a Python float keeps float32
-    return out
+    return cos_features(safe_sparse_dot(block, state.weights), state.offset)
+
+
+def cos_features(proj, offset):
+    """``sqrt(2 / D) cos(proj + offset)`` for the ``(n, D)`` projections ``proj``, in place."""
+    proj += offset
+    np.cos(proj, out=proj)
+    proj *= math.sqrt(2.0 / proj.shape[1])  # a Python float keeps float32
+    return proj
 
 
 def data_variance(X, estimator_name):
@@ -40,7 +44,7 @@ def data_variance(X, estimator_name):
             return X.multiply(X).mean() - X.mean() ** 2
         return X.var()
     # each block is checked where it is read, so that NaN and infinity get their own messages
-    n, _, m2, _ = _lazy.compute(_graph.tree_reduce(X, checked_moments, combine_moments,
+    n, _, m2, _ = _lazy.compute(_graph.tree_reduce(X, checked_moments, combine_block_moments,
                                                     args=(BlockCheck(estimator_name),)), arrays=[X])[0]
     return m2 / n if n else 0.0
 

@@ -8,10 +8,10 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .._sklearn_compat import HasMethods, Interval
 from .. import _graph, _lazy
 from .._validation import check_input
 from ._streaming import as_targets, distinct_labels, in_memory, lazy_predict, lazy_score

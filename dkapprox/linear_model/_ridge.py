@@ -9,12 +9,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 from threadpoolctl import threadpool_limits
 
 from .. import _lazy
+from .._sklearn_compat import Interval
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
 from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score

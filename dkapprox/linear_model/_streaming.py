@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import validate_data
 
 from .. import _graph, _lazy
+from .._stats import combine_block_moments
+from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._validation import FLOAT_DTYPES, check_input
 from ._moments import MomentsSpec, block_moments, combine_moments
 from ._targets import union_labels, unique_labels_block
@@ -72,7 +74,7 @@ def check_sample_weight(sample_weight, X, lazy):
             raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
         return None, weight
     if not lazy:
-        return _check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True), None
+        return sklearn_check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True), None
     weights = as_targets(sample_weight)
     if weights.ndim != 1:
         raise ValueError("Sample weights must be 1D array or scalar")
@@ -145,10 +147,8 @@ def combine_accuracy(parts):
 
 
 def combine_r2(parts):
-    count = sum(p[0] for p in parts)
-    mean = sum(p[0] * p[1] for p in parts) / max(count, 1)
-    m2 = sum(p[2] + p[0] * (p[1] - mean) ** 2 for p in parts)
-    return count, mean, m2, sum(p[3] for p in parts)
+    """(rows, mean of y, M2 of y, squared error) of several blocks: the moments' fold, errors summed."""
+    return combine_block_moments(parts)
 
 
 def lazy_score(X, y, predict, state, kind):

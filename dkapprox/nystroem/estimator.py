@@ -8,9 +8,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import Nystroem as _SkNystroem
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array
 
+from .._sklearn_compat import StrOptions
 from .. import _lazy
 from .._base import BlockwiseTransformer
 from .._validation import FLOAT_DTYPES

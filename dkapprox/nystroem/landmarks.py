@@ -34,6 +34,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
+from .._random import GOLDEN, splitmix64
 from .kernels import Kernel, at_least_two_rows, row_slices
 from .normalization import symmetric_eig
 
@@ -160,7 +161,6 @@ class KMeans:
 
 
 # -- ridge leverage scores ---------------------------------------------------
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def row_uniforms(key: int, rows) -> np.ndarray:
@@ -169,12 +169,7 @@ def row_uniforms(key: int, rows) -> np.ndarray:
     A counter-based draw: the number of a row depends on the key and the row
     index only, never on which block the row is in.
     """
-    z = (np.asarray(rows, dtype=np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(key)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
+    z = splitmix64((np.asarray(rows, dtype=np.uint64) + np.uint64(1)) * GOLDEN + np.uint64(key))
     return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
 
 

@@ -26,8 +26,8 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
 
+from .._sklearn_compat import Interval
 from .._base import BlockwiseTransformer
 
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)

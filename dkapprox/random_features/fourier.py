@@ -14,10 +14,11 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 
+from .._sklearn_compat import Interval, StrOptions
 from .._base import BlockwiseTransformer
+from ..kernel_approximation.rbf import cos_features
 from . import sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum
@@ -44,10 +45,7 @@ def random_fourier_features(block, state):
         proj = safe_sparse_dot(block, state.weights)
     n_freq = proj.shape[1]
     if state.offset is not None:
-        proj += state.offset
-        np.cos(proj, out=proj)
-        proj *= math.sqrt(2.0 / n_freq)  # a Python float keeps float32
-        return proj
+        return cos_features(proj, state.offset)
     out = np.empty((proj.shape[0], 2 * n_freq), dtype=proj.dtype)
     np.cos(proj, out=out[:, :n_freq])
     np.sin(proj, out=out[:, n_freq:])
