@@ -17,7 +17,7 @@ from .._validation import FLOAT_DTYPES
 from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt
-from .rows import row_source
+from ._rows import row_source
 
 
 class Nystroem(BlockwiseTransformer):

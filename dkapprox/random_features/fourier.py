@@ -19,7 +19,7 @@ from sklearn.utils.extmath import safe_sparse_dot
 from .._sklearn_compat import Interval, StrOptions
 from .._base import BlockwiseTransformer
 from ..kernel_approximation.rbf import cos_features
-from . import sampling
+from . import _sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum
 
@@ -212,18 +212,18 @@ class RandomFourierFeatures(BlockwiseTransformer):
                     f"{self.kernel} kernel's product spectrum: unbiased, but with several times the "
                     f"error of sampling='iid' at equal n_components; sampling='qmc' is both accurate "
                     f"and cheap for this kernel.", UserWarning, stacklevel=3)
-            proj = sampling.structured(rs, spectrum, n_features, n_freq)
+            proj = _sampling.structured(rs, spectrum, n_features, n_freq)
             self.hadamard_signs_ = proj.signs
             self.row_scales_ = proj.row_scales
             self.input_scales_ = proj.input_scales
         elif self.sampling == "qmc":
             n_uniforms = n_features + spectrum.n_extra_uniforms
-            U = sampling.qmc_uniform(rs, n_freq, n_uniforms + with_offset)
+            U = _sampling.qmc_uniform(rs, n_freq, n_uniforms + with_offset)
             self.random_weights_ = spectrum.from_uniform(U[:, :n_uniforms])
             if with_offset:
                 offset = 2.0 * np.pi * U[:, n_uniforms]
         else:
-            draw = sampling.gaussian_iid if self.sampling == "iid" else sampling.gaussian_orthogonal
+            draw = _sampling.gaussian_iid if self.sampling == "iid" else _sampling.gaussian_orthogonal
             self.random_weights_ = draw(rs, n_features, n_freq) * spectrum.scales(rs, n_freq, n_features)
         if with_offset and self.sampling != "qmc":  # after the weights: RBFSampler's order
             offset = rs.uniform(0, 2 * np.pi, size=n_freq)
