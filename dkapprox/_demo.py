@@ -55,7 +55,8 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
     try:
         with connect(config, worker_log_level=worker_log_level) as client, WorkerWatch(client) as watch:
             nbytes = rows * features * 4
-            echo(f"cluster: LocalCluster, {workers} workers x {format_bytes(limit)} (dashboard {client.dashboard_link})")
+            echo(f"cluster: LocalCluster, {workers} workers x {format_bytes(limit)} "
+                 f"(dashboard {client.dashboard_link})")
             lazy = make_data(rows, features, block_rows)
             made = write(client, lazy, input_path, progress=progress, overwrite=False,
                          plan={"command": "demo-data", "rows": rows, "features": features, "seed": 0})

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-import scipy.sparse as sp
-
 import dask
 import dask.array as da
+import numpy as np
+import scipy.sparse as sp
 from dask.base import tokenize
 
 __all__ = ["map_rows", "reduce_aligned_rows", "row_sizes", "take_rows", "tree_reduce"]

@@ -12,23 +12,23 @@ suite against scikit-learn 1.6), not the package.
 
 from __future__ import annotations
 
+# the sparse random matrix and density check of scikit-learn's SparseRandomProjection
+from sklearn.random_projection import _check_density as check_density
+from sklearn.random_projection import _sparse_random_matrix as sparse_random_matrix
+
+# the HTML repr: public in every supported release (its private home moved in 1.7)
+from sklearn.utils import estimator_html_repr
+
 # parameter constraints (scikit-learn's wording of every parameter error)
 from sklearn.utils._param_validation import HasMethods, Interval, InvalidParameterError, StrOptions
 
 # set_output: wrap a transform's output in the configured container (pandas, polars)
 from sklearn.utils._set_output import _wrap_data_with_container as wrap_data_with_container
 
-# the sparse random matrix and density check of scikit-learn's SparseRandomProjection
-from sklearn.random_projection import _check_density as check_density
-from sklearn.random_projection import _sparse_random_matrix as sparse_random_matrix
-
 # small validation helpers
 from sklearn.utils.validation import _check_feature_names_in as check_feature_names_in
 from sklearn.utils.validation import _check_sample_weight
 from sklearn.utils.validation import _num_samples as num_samples
-
-# the HTML repr: public in every supported release (its private home moved in 1.7)
-from sklearn.utils import estimator_html_repr
 
 try:  # scikit-learn >= 1.9: sparse output follows the configured interface (spmatrix or sparray)
     from sklearn.utils._sparse import _align_api_if_sparse as align_api_if_sparse

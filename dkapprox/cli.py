@@ -35,9 +35,19 @@ import traceback
 import click
 
 from . import errors
+from ._jobs import (
+    DEFAULT_RANDOM_STATE,
+    METHODS,
+    describe_model,
+    make_estimator,
+    one_line,
+    open_input,
+    plan_of,
+    refuse_existing_model,
+    summary,
+    write,
+)
 from ._sklearn_compat import InvalidParameterError
-from ._jobs import (DEFAULT_RANDOM_STATE, METHODS, describe_model, make_estimator, one_line, open_input,
-                    plan_of, refuse_existing_model, summary, write)
 
 log = logging.getLogger("dkapprox")
 

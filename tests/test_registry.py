@@ -1,7 +1,8 @@
 """The estimator registry is the one list: the CLI, model files, metrics and the tests derive from it."""
 
-import dkapprox
 from _estimators import CHECKS, CONTRACT
+
+import dkapprox
 from dkapprox import _registry, cli
 from dkapprox.io._state_codec import public_estimators
 

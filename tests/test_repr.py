@@ -24,7 +24,8 @@ def test_fitted_repr_adds_widths_and_state_size():
     est = RBFSampler(n_components=20, random_state=0).fit(X)
     nbytes = est.random_weights_.nbytes + est.random_offset_.nbytes
     assert nbytes == 8 * 8 * 20 + 8 * 20
-    assert repr(est) == f"RBFSampler(n_components=20, random_state=0)  # fitted: 8 -> 20 features, state {nbytes / 1024:.1f} KiB"
+    assert repr(est) == (f"RBFSampler(n_components=20, random_state=0)  # fitted: 8 -> 20 features, "
+                         f"state {nbytes / 1024:.1f} KiB")
     assert "landmarks" not in repr(est)
     small = RBFSampler(n_components=2, random_state=0).fit(X[:, :1])
     assert repr(small).endswith("# fitted: 1 -> 2 features, state 32 B")

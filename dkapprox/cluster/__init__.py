@@ -8,10 +8,10 @@ against a schema per kind; unknown keys are refused by name. Examples live in
 ``cluster_configs/`` at the top of the repository.
 """
 
-from ._config import ClusterConfig, load_config, parse_config
 from ..errors import ClusterConfigError, ClusterConnectError
-from ._schema import SCHEMAS
+from ._config import ClusterConfig, load_config, parse_config
 from ._run import WorkerReport, WorkerWatch, run
+from ._schema import SCHEMAS
 from ._start import connect, default_config, render
 
 __all__ = ["SCHEMAS", "ClusterConfig", "ClusterConfigError", "ClusterConnectError", "connect",

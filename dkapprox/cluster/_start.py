@@ -9,9 +9,9 @@ import warnings
 import dask
 import yaml
 
-from ._config import ClusterConfig
 from .._system import available_cpus
 from ..errors import ClusterConfigError, ClusterConnectError
+from ._config import ClusterConfig
 
 logger = logging.getLogger("dkapprox.cluster")
 

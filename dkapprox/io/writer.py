@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -28,8 +28,7 @@ from .. import _graph
 from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from ._common import canonical_json, package_version, utc_now
 from ._location import Location, is_inside, locate, location_of_node
-from ._zarr_store import (ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done,
-                         output_attributes)
+from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
 
 COMPRESSIONS = (None, "zstd")
 _WRITE_CONFIG = {"write_empty_chunks": True}  # skips a per-chunk comparison with the fill value

@@ -11,8 +11,8 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .._sklearn_compat import HasMethods, Interval
 from .. import _graph, _lazy
+from .._sklearn_compat import HasMethods, Interval
 from .._validation import check_input
 from ._streaming import as_targets, distinct_labels, in_memory, lazy_predict, lazy_score
 

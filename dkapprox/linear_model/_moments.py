@@ -32,7 +32,6 @@ from sklearn.utils.validation import assert_all_finite
 from .._random import GOLDEN, splitmix64
 
 
-
 def hashed_folds(rows, n_folds, key):
     """Fold of each global row index: splitmix64(row + key) mod n_folds.
 

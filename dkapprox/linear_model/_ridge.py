@@ -18,8 +18,15 @@ from .._sklearn_compat import Interval
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
 from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score
-from ._targets import (ClassifierState, LinearState, NumericTargets, OneVsAllTargets, decision_block,
-                       label_block, linear_predict)
+from ._targets import (
+    ClassifierState,
+    LinearState,
+    NumericTargets,
+    OneVsAllTargets,
+    decision_block,
+    label_block,
+    linear_predict,
+)
 
 
 class _StreamingRidge(BaseEstimator):

@@ -15,8 +15,8 @@ import numpy as np
 from sklearn.utils.validation import validate_data
 
 from .. import _graph, _lazy
-from .._stats import combine_block_moments
 from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
+from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
 from ._moments import MomentsSpec, block_moments, combine_moments
 from ._targets import union_labels, unique_labels_block
@@ -74,7 +74,8 @@ def check_sample_weight(sample_weight, X, lazy):
             raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
         return None, weight
     if not lazy:
-        return sklearn_check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True), None
+        weights = sklearn_check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True)
+        return weights, None
     weights = as_targets(sample_weight)
     if weights.ndim != 1:
         raise ValueError("Sample weights must be 1D array or scalar")

@@ -10,14 +10,14 @@ from sklearn.kernel_approximation import Nystroem as _SkNystroem
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .._sklearn_compat import StrOptions
 from .. import _lazy
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import StrOptions
 from .._validation import FLOAT_DTYPES
+from ._rows import row_source
 from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt
-from ._rows import row_source
 
 
 class Nystroem(BlockwiseTransformer):

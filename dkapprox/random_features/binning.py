@@ -27,8 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from .._sklearn_compat import Interval
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import Interval
 
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)

@@ -16,8 +16,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
 
-from .._sklearn_compat import Interval, StrOptions
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import Interval, StrOptions
 from ..kernel_approximation.rbf import cos_features
 from . import _sampling
 from .hadamard import StructuredProjection, structured_project

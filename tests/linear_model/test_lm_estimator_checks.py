@@ -3,9 +3,8 @@
 import functools
 
 import pytest
-from sklearn.utils.estimator_checks import estimator_checks_generator
-
 from _estimators import check_estimators
+from sklearn.utils.estimator_checks import estimator_checks_generator
 
 ESTIMATORS = check_estimators("linear_model")
 

@@ -1,8 +1,7 @@
 """scikit-learn's own estimator checks on Nystroem with each landmark method and a few kernels."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 from _estimators import check_estimators
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 ESTIMATORS = check_estimators("nystroem")
 

@@ -1,8 +1,7 @@
 """scikit-learn's own estimator checks on representative random-feature configurations."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 from _estimators import check_estimators
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 ESTIMATORS = check_estimators("random_features")
 
