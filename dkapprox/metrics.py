@@ -179,8 +179,8 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
     approx = Z @ Z.T
     approx = approx.toarray() if sp.issparse(approx) else np.asarray(approx, dtype=np.float64)
     diff = exact - approx
-    # one BLAS thread: SciPy's OpenBLAS right after NumPy's, both on two threads, spin against
-    # each other (1,000-row sample: 1.2 s against 0.35 s, measured on a busy 2-core host)
+    # one BLAS thread: SciPy's OpenBLAS right after NumPy's, each with a thread per core, spin
+    # against each other (benchmarks/bench_blas_threads.py measures it)
     with threadpool_limits(1):
         spectral_exact = np.abs(scipy.linalg.eigvalsh(exact)).max()
         spectral_diff = np.abs(scipy.linalg.eigvalsh(diff)).max()

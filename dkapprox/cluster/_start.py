@@ -170,8 +170,10 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
 #: A LocalCluster closes a worker's nanny for good when, 15 s (distributed's default) after the
 #: worker was lost, no worker of its name is connected. Under repeated worker deaths (memory
 #: kills, an operator's SIGKILLs) that moment can fall in the middle of the nanny's restart of
-#: the same worker, and the cluster stays a worker short for the rest of the job (seen after
-#: ~14 SIGKILLs 2 s apart in the fault tests). The nanny restarts its worker itself: keep it.
+#: the same worker, and the cluster would stay a worker short for the rest of the job. The nanny
+#: restarts its worker itself: keep it. tests/faults/test_churn.py
+#: (test_sigkill_loop_during_a_streamed_transform_gives_the_known_checksum) kills workers in a
+#: loop and needs every one of them back.
 KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "1 hour"}
 
 

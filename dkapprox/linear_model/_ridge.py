@@ -49,8 +49,8 @@ class _StreamingRidge(BaseEstimator):
                 "Number of targets and number of penalties do not correspond: "
                 f"{alpha.size} != {B.shape[1]}"
             )
-        # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS on two threads made
-        # a 200-feature Cholesky take 400 ms instead of 1 ms (both spinning on two cores, measured)
+        # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS pool fights it for the
+        # cores and a millisecond's Cholesky takes hundreds (benchmarks/bench_blas_threads.py)
         with threadpool_limits(1):
             W, self.solver_ = solve_ridge(A, B, alpha if alpha.size > 1 else alpha[0])
         coef = W.T.astype(dtype)

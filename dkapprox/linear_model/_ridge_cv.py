@@ -207,9 +207,9 @@ class RidgeCV(_StreamingRegressor):
         """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
 
         Each solve runs on one BLAS thread and the folds run in parallel
-        threads (LAPACK releases the GIL): letting NumPy's and SciPy's
-        OpenBLAS each spin two threads on two cores made the 50 solves of a
-        1024-feature grid take 14 s instead of 0.9 s (measured).
+        threads (LAPACK releases the GIL): NumPy's and SciPy's OpenBLAS each
+        spinning a thread per core fight over the cores and make the solves
+        an order of magnitude slower (benchmarks/bench_blas_threads.py).
         """
         train = without_folds(folds, total)
         workers = min(self.n_folds, available_cpus())
