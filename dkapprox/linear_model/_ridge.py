@@ -17,7 +17,7 @@ from .. import _lazy
 from .._sklearn_compat import Interval
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
-from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score
+from ._streaming import StreamedScore, check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict
 from ._targets import (
     ClassifierState,
     LinearState,
@@ -76,7 +76,7 @@ class _StreamingRidge(BaseEstimator):
         return tags
 
 
-class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
+class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _StreamingRidge):
     """Prediction and scoring of the ridge regressors (Ridge, RidgeCV)."""
 
     def predict(self, X):
@@ -98,23 +98,11 @@ class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
         return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
                             method="predict")
 
-    def score(self, X, y):
-        """R^2 of the prediction (averaged over targets); one pass on dask input.
+    def _score_in_memory(self, X, y):
+        return RegressorMixin.score(self, X, in_memory(y))
 
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        score : float
-        """
-        if not _lazy.is_lazy(X):
-            y = in_memory(y)
-            return RegressorMixin.score(self, X, y)
-        X = self._check_predict_input(X)
-        return lazy_score(X, y, linear_predict, LinearState(self.coef_, self.intercept_), "r2")
+    def _score_plan(self, X):
+        return self._check_predict_input(X), linear_predict, LinearState(self.coef_, self.intercept_), "r2"
 
 
 class Ridge(_StreamingRegressor):
@@ -211,7 +199,7 @@ class Ridge(_StreamingRegressor):
         return self
 
 
-class RidgeClassifier(ClassifierMixin, _StreamingRidge):
+class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     """Classifier using ridge regression on +1/-1 targets, fitted in one pass over dask arrays.
 
     The same model as :class:`sklearn.linear_model.RidgeClassifier`: each
@@ -352,23 +340,11 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             tail, dtype = (), self.classes_.dtype
         return lazy_predict(self, X, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
 
-    def score(self, X, y):
-        """Mean accuracy (subset accuracy for multilabel); one pass on dask input.
+    def _score_in_memory(self, X, y):
+        return ClassifierMixin.score(self, X, in_memory(y))
 
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_classes)
-
-        Returns
-        -------
-        score : float
-        """
-        if not _lazy.is_lazy(X):
-            y = in_memory(y)
-            return ClassifierMixin.score(self, X, y)
-        X = self._check_predict_input(X)
-        return lazy_score(X, y, label_block, self._state(), "accuracy")
+    def _score_plan(self, X):
+        return self._check_predict_input(X), label_block, self._state(), "accuracy"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

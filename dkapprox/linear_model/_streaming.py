@@ -164,3 +164,30 @@ def lazy_score(X, y, predict, state, kind):
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = np.where(m2 > 0, 1.0 - sse / m2, np.where(sse == 0, 1.0, 0.0))
     return float(np.mean(r2))
+
+
+class StreamedScore:
+    """``score`` for the streaming learners: scikit-learn's on in-memory ``X``, one pass over dask ``X``.
+
+    A learner says how to score in memory (``_score_in_memory(X, y)``, ``y``
+    possibly a dask array: bring it to memory with :func:`in_memory`) and
+    what to map over dask blocks (``_score_plan(X)`` -> checked ``X``, the
+    block predict function, its state and ``'r2'`` or ``'accuracy'``).
+    """
+
+    def score(self, X, y):
+        """Accuracy (classifiers) or R^2 averaged over targets (regressors); one pass on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        score : float
+        """
+        if not _lazy.is_lazy(X):
+            return self._score_in_memory(X, y)
+        X, predict, state, kind = self._score_plan(X)
+        return lazy_score(X, y, predict, state, kind)
