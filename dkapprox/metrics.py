@@ -12,13 +12,14 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import additive_chi2_kernel, pairwise_kernels
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import _graph, _lazy
+from .kernel_approximation._kernels import chi2_sum_kernel, skewed_chi2_kernel
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
 
@@ -38,50 +39,6 @@ class KernelApproximationError(NamedTuple):
     frobenius: float  # ||K - Z Z^T||_F / ||K||_F
     spectral: float  # ||K - Z Z^T||_2 / ||K||_2
     n_samples: int  # rows in the sample
-
-
-def chi2_sum_kernel(X, Y=None):
-    """sum_i 2 x_i y_i / (x_i + y_i): the additive chi-squared kernel AdditiveChi2Sampler approximates.
-
-    Written with scikit-learn's ``additive_chi2_kernel`` (which is
-    ``-sum (x - y)^2 / (x + y)``): 2xy / (x + y) = (x + y) / 2 - (x - y)^2 / (2 (x + y)).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkapprox.metrics import chi2_sum_kernel
-    >>> chi2_sum_kernel(np.array([[1.0, 2.0], [3.0, 0.5]]))
-    array([[3. , 2.3],
-           [2.3, 3.5]])
-    """
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    Y = X if Y is None else (Y.toarray() if sp.issparse(Y) else np.asarray(Y))
-    return 0.5 * (X.sum(axis=1)[:, None] + Y.sum(axis=1)[None, :] + additive_chi2_kernel(X, Y))
-
-
-def skewed_chi2_kernel(X, Y=None, *, skewedness=1.0):
-    """prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c), the kernel of SkewedChi2Sampler.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkapprox.metrics import skewed_chi2_kernel
-    >>> skewed_chi2_kernel(np.array([[1.0, 2.0], [3.0, 0.5]])).round(4)
-    array([[1.    , 0.8889],
-           [0.8889, 1.    ]])
-    """
-    X = np.asarray(X, dtype=np.float64)
-    Y = X if Y is None else np.asarray(Y, dtype=np.float64)
-    c = float(skewedness)
-    half_x = 0.5 * np.log(X + c)
-    half_y = 0.5 * np.log(Y + c)
-    out = np.empty((X.shape[0], Y.shape[0]))
-    rows = max(1, (1 << 22) // max(1, Y.size))  # a (rows, n_y, n_features) tile of 32 MB at a time
-    for start in range(0, X.shape[0], rows):
-        x = X[start : start + rows, None, :]
-        log = np.log(2.0) + half_x[start : start + rows, None, :] + half_y[None] - np.log(x + Y[None] + 2 * c)
-        out[start : start + rows] = np.exp(log.sum(axis=2))
-    return out
 
 
 def _kernel_of(transformer):

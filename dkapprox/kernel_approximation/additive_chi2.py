@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import BlockwiseTransformer
 from .._sklearn_compat import check_feature_names_in
+from ._kernels import chi2_sum_kernel
 
 # Vedaldi & Zisserman 2011, figure 2 c)
 _DEFAULT_INTERVAL = {1: 0.8, 2: 0.5, 3: 0.4}
@@ -95,8 +96,6 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     _cli_name = "additive_chi2"
 
     def _exact_kernel(self):
-        from ..metrics import chi2_sum_kernel
-
         return chi2_sum_kernel
 
     _parameter_constraints = dict(_SkAdditiveChi2Sampler._parameter_constraints)

@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 
 from .. import _lazy
 from .._validation import BlockCheck
+from ._kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 
 
@@ -56,8 +57,6 @@ class SkewedChi2Sampler(FourierSampler):
     _cli_name = "skewed_chi2"
 
     def _exact_kernel(self):
-        from ..metrics import skewed_chi2_kernel
-
         skewedness = self.skewedness
         return lambda Xs: skewed_chi2_kernel(Xs, skewedness=skewedness)
 
