@@ -139,3 +139,24 @@ def test_a_low_layer_imports_without_the_layers_above_it(module):
             f"print(sorted(m for m in sys.modules if m in {above!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_no_two_modules_import_each_other_even_inside_functions():
+    # within a layer imports are free, but a cycle (a imports b imports a) is never needed
+    known = _modules()
+    edges = {m: {t for t, _ in imports_of(m, p, known) if t in known and t != m} for m, p in known.items()}
+    cycles, state = [], {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for target in sorted(edges[module]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
