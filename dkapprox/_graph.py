@@ -7,8 +7,14 @@ those into graphs:
 * :func:`map_rows` applies a block function to every row block; the state
   enters the graph as **one key** (``dask.delayed(state, pure=True)``), never
   as the estimator or a bound method, so each worker deserializes it once.
-* :func:`tree_reduce` folds per-block statistics with a bounded fan-in tree,
-  so fit reads the data once whatever the number of blocks.
+* :func:`tree_reduce` and :func:`reduce_aligned_rows` fold per-block
+  statistics (:func:`fold`: a bounded fan-in tree or a running total), so a
+  fit reads the data once whatever the number of blocks.
+
+Like dask's ``map_blocks``, this module takes functions and dask arrays and
+knows nothing above it: it imports nothing of dkapprox (tests/test_layers.py).
+Opening a Zarr array and computing under a cluster, with worker deaths
+explained, are done around it by :mod:`dkapprox._lazy`.
 """
 
 from __future__ import annotations
