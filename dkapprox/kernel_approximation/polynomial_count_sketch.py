@@ -9,6 +9,7 @@ import numpy as np
 import scipy.fft
 import scipy.sparse as sp
 from sklearn.kernel_approximation import PolynomialCountSketch as _SkPolynomialCountSketch
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
@@ -80,8 +81,6 @@ class PolynomialCountSketch(BlockwiseTransformer):
     _cli_name = "poly"
 
     def _exact_kernel(self):
-        from sklearn.metrics.pairwise import pairwise_kernels
-
         params = {"gamma": self.gamma, "degree": self.degree, "coef0": self.coef0}
         return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
 

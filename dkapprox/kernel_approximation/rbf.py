@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
 
@@ -116,8 +117,6 @@ class RBFSampler(FourierSampler):
     _cli_name = "rbf"
 
     def _exact_kernel(self):
-        from sklearn.metrics.pairwise import pairwise_kernels
-
         gamma = float(getattr(self, "_gamma", self.gamma))  # 'scale' is resolved at fit
         return lambda Xs: pairwise_kernels(Xs, metric="rbf", gamma=gamma)
 

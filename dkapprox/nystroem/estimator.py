@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import Nystroem as _SkNystroem
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
@@ -139,8 +140,6 @@ default='uniform'
     _cli_name = "nystroem"
 
     def _exact_kernel(self):
-        from sklearn.metrics.pairwise import pairwise_kernels
-
         if is_precomputed(self.kernel):
             raise ValueError("A Nystroem on a precomputed kernel has no kernel to compare with: pass kernel=.")
         # a callable kernel is scikit-learn's k(x, y) -> float, evaluated pairwise

@@ -25,6 +25,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
@@ -137,8 +138,6 @@ class RandomBinningFeatures(BlockwiseTransformer):
     """
 
     def _exact_kernel(self):
-        from sklearn.metrics.pairwise import pairwise_kernels
-
         gamma = self.gamma
         return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=gamma)
 

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
 from sklearn.exceptions import DataDimensionalityWarning
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.random_projection import BaseRandomProjection as _SkBase
 from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
@@ -32,8 +33,6 @@ class BaseRandomProjection(BlockwiseTransformer):
     """Base of the random projections: subclasses only make their matrix."""
 
     def _exact_kernel(self):
-        from sklearn.metrics.pairwise import pairwise_kernels
-
         return lambda Xs: pairwise_kernels(Xs, metric="linear")  # a projection keeps inner products
 
     _parameter_constraints = dict(_SkBase._parameter_constraints)
