@@ -59,10 +59,10 @@ def run(rows, chunk, features, n_components, dtypes, repeats):
 
             def sklearn_in_memory():
                 if dtype == np.float32:
-                    theirs.transform(X)
+                    theirs.transform(X)  # noqa: F821 (X is deleted after the loop, not before this runs)
                 else:
                     for i in range(0, rows, 500_000):
-                        theirs.transform(X[i:i + 500_000])
+                        theirs.transform(X[i:i + 500_000])  # noqa: F821
 
             timings["scikit-learn in memory"] = median_seconds(sklearn_in_memory, repeats)
             Xd = da.from_array(X, chunks=(chunk, -1))
@@ -84,7 +84,7 @@ def run_cluster(rows, chunk, features, n_components, dtypes, repeats, results):
                 ours.fit(X[:1000])
                 theirs.fit(X[:1000])
                 timings = next(t for d, lab, t in results if d == dtype and lab == label)
-                timings["dkapprox, LocalCluster(2x1)"] = median_seconds(lambda: consume(ours.transform(Xd)), repeats)
+                timings["dkapprox, LocalCluster(2x1)"] = median_seconds(lambda: consume(ours.transform(Xd)), repeats)  # noqa: F821
                 try:
                     from dask_ml.wrappers import ParallelPostFit
                 except ImportError:
@@ -92,7 +92,7 @@ def run_cluster(rows, chunk, features, n_components, dtypes, repeats, results):
                 else:
                     wrapped = ParallelPostFit(theirs)
                     timings["dask-ml ParallelPostFit, LocalCluster(2x1)"] = median_seconds(
-                        lambda: consume(wrapped.transform(Xd)), repeats)
+                        lambda: consume(wrapped.transform(Xd)), repeats)  # noqa: F821 (deleted after use)
             del Xd
 
 

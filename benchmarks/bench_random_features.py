@@ -131,7 +131,8 @@ def speed_table(n_rows, feature_sizes, component_sizes, repeats):
                 for part in ("projection", "features"):
                     dense, fast = times["iid", part], times["structured", part]
                     rows.append([d, D, part, n_rows / dense, n_rows / fast, dense / fast])
-    print_table(f"Transform throughput, float32, one core, {n_rows} rows per block (rows/s; ratio > 1: structured faster)",
+    print_table(f"Transform throughput, float32, one core, {n_rows} rows per block "
+                "(rows/s; ratio > 1: structured faster)",
                 ["n_features", "n_components", "part", "dense GEMM rows/s", "structured rows/s",
                  "dense/structured"], rows)
 

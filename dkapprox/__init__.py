@@ -5,13 +5,12 @@ pure NumPy block function over the row blocks of a dask array at
 ``transform``; NumPy input gives scikit-learn's numbers for the same seed.
 """
 
+from ._version import __version__ as __version__
 from .io import load, save
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AdditiveChi2Sampler",

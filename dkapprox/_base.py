@@ -22,13 +22,12 @@ import html
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils._repr_html.estimator import estimator_html_repr
-from sklearn.utils._set_output import _wrap_data_with_container
-from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.utils.validation import check_is_fitted
 
-from . import _graph, _xarray
+from . import _graph, _lazy, _xarray
+from ._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
 from ._validation import BlockCheck, check_input
 
 
@@ -121,7 +120,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         block_fn = block_fn or type(self)._block_fn
         state = self._state(X.dtype) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             out = self._wrap(block_fn(X, state), _xarray.data_of(X_orig))
         else:
             out = _graph.map_rows(
@@ -133,13 +132,24 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def _wrap(self, out, X_orig):
         # sparse output with set_output(transform="pandas") raises, as in scikit-learn
-        return _wrap_data_with_container("transform", _align_api_if_sparse(out), X_orig, self)
+        return wrap_data_with_container("transform", align_api_if_sparse(out), X_orig, self)
 
     # -- repr: scikit-learn's, plus what was fitted -------------------------------
     def __repr__(self, N_CHAR_MAX=700):
         summary = _fitted_summary(self)
         text = super().__repr__(N_CHAR_MAX)
         return text if summary is None else f"{text}  # {summary}"
+
+    # scikit-learn >= 1.7 renders the HTML of _repr_html_ and _repr_mimebundle_ through _html_repr;
+    # 1.6 called estimator_html_repr directly, which would leave the note out: both route here
+    def _repr_html_inner(self):
+        return self._html_repr()
+
+    def _repr_mimebundle_(self, **kwargs):
+        output = {"text/plain": repr(self)}
+        if get_config()["display"] == "diagram":
+            output["text/html"] = self._html_repr()
+        return output
 
     def _html_repr(self):
         summary = _fitted_summary(self)

@@ -7,43 +7,27 @@ those into graphs:
 * :func:`map_rows` applies a block function to every row block; the state
   enters the graph as **one key** (``dask.delayed(state, pure=True)``), never
   as the estimator or a bound method, so each worker deserializes it once.
-* :func:`tree_reduce` folds per-block statistics with a bounded fan-in tree,
-  so fit reads the data once whatever the number of blocks.
+* :func:`tree_reduce` and :func:`reduce_aligned_rows` fold per-block
+  statistics (:func:`fold`: a bounded fan-in tree or a running total), so a
+  fit reads the data once whatever the number of blocks.
+
+Like dask's ``map_blocks``, this module takes functions and dask arrays and
+knows nothing above it: it imports nothing of dkapprox (tests/test_layers.py).
+Opening a Zarr array and computing under a cluster, with worker deaths
+explained, are done around it by :mod:`dkapprox._lazy`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-
-import numpy as np
-import scipy.sparse as sp
 
 import dask
 import dask.array as da
+import numpy as np
+import scipy.sparse as sp
 from dask.base import tokenize
 
-__all__ = ["is_dask", "as_dask", "map_rows", "tree_reduce", "row_count"]
-
-
-def is_dask(X) -> bool:
-    """True for dask arrays (and zarr arrays, which we open lazily as dask)."""
-    return isinstance(X, da.Array) or _is_zarr(X)
-
-
-def _is_zarr(X) -> bool:
-    return type(X).__module__.startswith("zarr") and hasattr(X, "chunks")
-
-
-def as_dask(X) -> da.Array:
-    """A dask array for a dask or zarr array, aligned to the zarr chunks."""
-    if isinstance(X, da.Array):
-        return X
-    if _is_zarr(X):
-        from .io import open_array  # zarr metadata is checked (dtype, chunk count) in dkapprox.io
-
-        return open_array(X)
-    raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
+__all__ = ["map_rows", "reduce_aligned_rows", "row_sizes", "take_rows", "tree_reduce"]
 
 
 def is_sparse_meta(X: da.Array) -> bool:
@@ -56,13 +40,13 @@ def ship(state):
 
 
 def _run_block(block, state, block_fn, check):
-    block, state = aligned(block), aligned(state)
+    block, state = byte_aligned(block), byte_aligned(state)
     if check is not None:
         check(block)
     return block_fn(block, state)
 
 
-def aligned(obj):
+def byte_aligned(obj):
     """``obj`` with every NumPy array in it aligned: copies of those that are not, else ``obj`` itself.
 
     A worker receives arrays (the shipped state, a block made by another
@@ -84,7 +68,7 @@ def aligned(obj):
         changed = {}
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            new = aligned(value)
+            new = byte_aligned(value)
             if new is not value:
                 changed[f.name] = new
         if not changed:
@@ -97,13 +81,22 @@ def aligned(obj):
             object.__setattr__(clone, f.name, changed.get(f.name, getattr(obj, f.name)))
         return clone
     if type(obj) in (list, tuple):
-        items = [aligned(item) for item in obj]
+        items = [byte_aligned(item) for item in obj]
         return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
     return obj
 
 
+def whole_rows(X: da.Array) -> da.Array:
+    """``X`` with its column chunks merged: a row's values must all be in one block."""
+    return X.rechunk({1: -1}) if X.ndim == 2 and X.numblocks[1] > 1 else X
+
+
 def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False):
     """Apply ``block_fn(block, state)`` to every row block of ``X``.
+
+    Every block function dkapprox maps goes through here, so every one gets
+    the same treatment: the state shipped once, blocks and state realigned in
+    memory (:func:`byte_aligned`), the optional value check run first.
 
     Parameters
     ----------
@@ -114,8 +107,10 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
         Module-level function, pickled by reference.
     state : object
         Small, picklable fitted state. It enters the graph once.
-    n_out : int
-        Output columns of every block.
+    n_out : int or tuple of int
+        Output columns of every block (an int: 2-D output), or the output's
+        shape after its rows (a tuple: ``()`` gives one value per row, as
+        predictions and labels are).
     dtype : numpy dtype
         Output dtype; must be what ``block_fn`` returns.
     name : str
@@ -126,57 +121,56 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
     sparse : bool
         Blocks are scipy.sparse matrices (declared in the output meta).
     """
-    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+    X = whole_rows(X)
+    tail = (int(n_out),) if np.ndim(n_out) == 0 else tuple(int(t) for t in n_out)
     shipped = ship(state)
-    token = tokenize(X.name, shipped.key, block_fn, check, n_out, np.dtype(dtype).str)
+    token = tokenize(X.name, shipped.key, block_fn, check, tail, np.dtype(dtype).str, sparse)
     if sparse:
-        meta = sp.csr_matrix((0, n_out), dtype=dtype)
+        meta = sp.csr_matrix((0,) + tail, dtype=dtype)
     else:
-        meta = np.empty((0, n_out), dtype=dtype)
-    return _remember(da.map_blocks(
+        meta = np.empty((0,) + tail, dtype=dtype)
+    extra = {"drop_axis": 1} if not tail else {}
+    return da.map_blocks(
         _run_block,
         X,
         shipped,
         block_fn,
         check,
-        chunks=(X.chunks[0], (n_out,)),
+        chunks=(X.chunks[0],) + tuple((t,) for t in tail),
         dtype=dtype,
         meta=meta,
         name=f"{name}-{token}",
-    ))
-
-
-#: Chunks of the arrays map_rows made lately, by name: a task key names its block in an error
-#: message even after to_delayed flattened the graph (a fit's reductions). Bounded; never a graph.
-_made: dict = {}
-_made_lock = threading.Lock()
-
-
-def _remember(X: da.Array) -> da.Array:
-    with _made_lock:
-        _made.pop(X.name, None)
-        _made[X.name] = (X.chunks, X.dtype.name)
-        while len(_made) > 64:
-            del _made[next(iter(_made))]
-    return X
-
-
-def block_of(key):
-    """(shape, dtype name) of the block a task key names, if map_rows made its array lately; else None."""
-    if not (isinstance(key, tuple) and len(key) > 1 and isinstance(key[0], str)):
-        return None
-    with _made_lock:
-        made = _made.get(key[0])
-    if made is None or len(made[0]) != len(key) - 1:
-        return None
-    chunks, dtype = made
-    return tuple(int(axis[i]) for axis, i in zip(chunks, key[1:])), dtype
+        **extra,
+    )
 
 
 def row_blocks(X: da.Array):
     """One delayed object per row block (columns merged)."""
-    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+    return _blocks(whole_rows(X))
+
+
+def _blocks(X: da.Array):
+    """One delayed object per block of ``X``, in row-major order."""
     return list(X.to_delayed().ravel())
+
+
+def fold(parts, combine_fn, *, split_every=8, running=False):
+    """Fold delayed ``parts`` with ``combine_fn(list)``: a tree of fan-in ``split_every``, or a running total.
+
+    At least one combine runs, so one part gives the same type as many. The
+    folding order is fixed by the graph, so the result does not depend on
+    scheduling. See :func:`reduce_aligned_rows` for when to use ``running``.
+    """
+    combine = dask.delayed(combine_fn, pure=True)
+    if running:
+        total = combine(parts[:split_every])
+        for i in range(split_every, len(parts), split_every - 1):
+            total = combine([total, *parts[i : i + split_every - 1]])
+        return total
+    while True:
+        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+        if len(parts) == 1:
+            return parts[0]
 
 
 def tree_reduce(X, chunk_fn, combine_fn, *, split_every=8, args=()):
@@ -186,25 +180,7 @@ def tree_reduce(X, chunk_fn, combine_fn, *, split_every=8, args=()):
     needs (``dask.compute(a, b)``), so that the data is read once.
     """
     parts = [dask.delayed(chunk_fn, pure=True)(b, *args) for b in row_blocks(X)]
-    combine = dask.delayed(combine_fn, pure=True)
-    while True:  # at least one combine, so one block gives the same type as many
-        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
-        if len(parts) == 1:
-            return parts[0]
-
-
-def compute(*objs):
-    """Compute several lazy objects in one pass over the data.
-
-    Under a distributed client, a task whose workers died repeatedly
-    (distributed's ``KilledWorker``, nearly always memory) raises
-    :class:`~dkapprox.errors.WorkerMemoryError` naming its block and the
-    workers' memory limit.
-    """
-    from .cluster._memory import explain_worker_deaths
-
-    with explain_worker_deaths(objs=objs):
-        return dask.compute(*objs)
+    return fold(parts, combine_fn, split_every=split_every)
 
 
 def align_rows(arrays):
@@ -224,8 +200,7 @@ def align_rows(arrays):
     starts : list of int or None
         Global index of the first row of each block.
     """
-    first = arrays[0]
-    first = first.rechunk({1: -1}) if first.ndim == 2 and first.numblocks[1] > 1 else first
+    first = whole_rows(arrays[0])
     rows = first.chunks[0]
     known = not any(np.isnan(c) for c in rows)
     cut = [first]
@@ -249,7 +224,7 @@ def align_rows(arrays):
         else:
             other = other.rechunk(whole) if whole else other
         cut.append(other)
-    flat = [list(a.to_delayed().ravel()) for a in cut]
+    flat = [_blocks(a) for a in cut]
     blocks = list(zip(*flat))
     if known:
         starts = [int(s) for s in np.concatenate([[0], np.cumsum(rows, dtype=np.int64)[:-1]])]
@@ -273,48 +248,21 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     ``running=True`` folds into a running total instead of a tree: each
     combine takes the total so far and the next ``split_every - 1`` partials.
     A tree holds up to ``split_every - 1`` partials waiting at each of its
-    log(n_blocks) levels, so its peak grows with the data (measured: a
-    5-fold RidgeCV at 1024 features held 300 MB more per level); a running
+    log(n_blocks) levels, so its peak grows with the data (a 5-fold RidgeCV
+    at 1024 features holds 40 MB of statistics per partial); a running
     total holds one total and one group, whatever the number of blocks. The
     price: combines run one after another (cheap next to the blocks that
     feed them), and a total lost with its worker is recomputed from the
     first block.  Either way the folding order is fixed by the graph, so
     the result does not depend on scheduling.
 
-    Returns a delayed object; compute it with :func:`compute`.
+    Returns a delayed object; compute it with :func:`dkapprox._lazy.compute`.
     """
     blocks, starts = align_rows(arrays)
     shipped = ship(state)
     chunk = dask.delayed(chunk_fn, pure=True)
     parts = [chunk(start, shipped, *row) for start, row in zip(starts, blocks)]
-    combine = dask.delayed(combine_fn, pure=True)
-    if running:
-        total = combine(parts[:split_every])
-        for i in range(split_every, len(parts), split_every - 1):
-            total = combine([total, *parts[i : i + split_every - 1]])
-        return total
-    while True:  # at least one combine, so one block gives the same type as many
-        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
-        if len(parts) == 1:
-            return parts[0]
-
-
-def map_row_blocks(X, block_fn, state, *, tail, dtype, name):
-    """Apply ``block_fn(block, state)`` to every row block; output shape ``(n_rows, *tail)``.
-
-    Like :func:`map_rows` (state shipped once, column chunks merged), for
-    outputs that are 1-D (``tail=()``: predictions, labels) or of any declared
-    width; the declared chunks, dtype and meta are what compute returns.
-    """
-    X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
-    shipped = ship(state)
-    tail = tuple(int(t) for t in tail)
-    token = tokenize(X.name, shipped.key, block_fn, tail, np.dtype(dtype).str)
-    extra = {"drop_axis": 1} if not tail else {}
-    return da.map_blocks(
-        block_fn, X, shipped, chunks=(X.chunks[0],) + tuple((t,) for t in tail), dtype=dtype,
-        meta=np.empty((0,) + tail, dtype=dtype), name=f"{name}-{token}", **extra,
-    )
+    return fold(parts, combine_fn, split_every=split_every, running=running)
 
 
 def iter_row_blocks(arrays, order, *, prefetch=1):
@@ -339,31 +287,6 @@ def iter_row_blocks(arrays, order, *, prefetch=1):
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
-
-
-def targets_as_dask(y) -> da.Array:
-    """Targets (1-D or 2-D) of a dask or zarr array as a dask array.
-
-    A 2-D zarr array goes through :func:`as_dask` (and dkapprox.io's checks of
-    a samples x features array); a 1-D one (a target vector) is opened lazily
-    as it is, aligned to its zarr chunks.
-    """
-    if _is_zarr(y) and len(y.shape) == 1:
-        return da.from_zarr(y)
-    return as_dask(y)
-
-
-def row_count(X: da.Array) -> int:
-    """Number of rows; computes the chunk sizes only when they are unknown."""
-    n = X.shape[0]
-    if np.isnan(n):
-        sizes = dask.compute(*[dask.delayed(_nrows, pure=True)(b) for b in row_blocks(X)])
-        return int(sum(sizes))
-    return int(n)
-
-
-def _nrows(block):
-    return block.shape[0]
 
 
 def generate_rows(block_fn, n_rows, n_cols, *, chunk_rows, dtype, name, args=()):
@@ -402,6 +325,10 @@ def row_sizes(X: da.Array) -> tuple:
     return tuple(int(s) for s in sizes)
 
 
+def _nrows(block):
+    return block.shape[0]
+
+
 def take_rows(X: da.Array, indices, *, sizes=None):
     """The rows ``X[indices]`` (global row indices, in that order) as one delayed object.
 
@@ -409,7 +336,7 @@ def take_rows(X: da.Array, indices, *, sizes=None):
     once, and each gives just its wanted rows to the final assembly, so the
     driver receives ``len(indices)`` rows and nothing else. Blocks may be
     NumPy or scipy.sparse (the result is then CSR). Compute it together with
-    anything else the fit needs (``compute(a, b)``).
+    anything else the fit needs (``dkapprox._lazy.compute(a, b)``).
 
     Parameters
     ----------
@@ -426,9 +353,9 @@ def take_rows(X: da.Array, indices, *, sizes=None):
         raise IndexError(f"row indices must lie in [0, {int(starts[-1])}) for this array")
     if indices.size == 0:
         return dask.delayed(np.empty((0, X.shape[1]), dtype=X.dtype))
-    block_of = np.searchsorted(starts, indices, side="right") - 1
-    order = np.argsort(block_of, kind="stable")  # positions in `indices`, grouped by block
-    hit, first = np.unique(block_of[order], return_index=True)
+    owner = np.searchsorted(starts, indices, side="right") - 1  # the row block holding each index
+    order = np.argsort(owner, kind="stable")  # positions in `indices`, grouped by block
+    hit, first = np.unique(owner[order], return_index=True)
     groups = np.split(order, first[1:])
     blocks = row_blocks(X)
     take = dask.delayed(_take_local, pure=True)

@@ -32,15 +32,29 @@ def moments(block):
     return n, float(mean), float(m2), bad
 
 
-def combine_moments(parts):
-    n, mean, m2, bad = 0, 0.0, 0.0, 0
-    for nb, mb, m2b, badb in parts:
-        bad += badb
+def merge_moments(parts):
+    """Fold ``(count, mean, M2)`` triples into one with Chan et al.'s pairwise update, exactly.
+
+    Means and M2 may be NumPy arrays (one per column or target), folded
+    element by element. Parts of no rows are skipped.
+    """
+    n, mean, m2 = 0, 0.0, 0.0
+    for nb, mb, m2b in parts:
         if nb == 0:
             continue
         total = n + nb
         delta = mb - mean
-        mean += delta * nb / total
-        m2 += m2b + delta * delta * n * nb / total
+        mean = mean + delta * nb / total
+        m2 = m2 + m2b + delta * delta * n * nb / total
         n = total
-    return n, mean, m2, bad
+    return n, mean, m2
+
+
+def combine_block_moments(parts):
+    """Fold ``(count, mean, M2, total)`` quadruples: the moments merged, the totals summed.
+
+    The parts of :func:`moments` (the total: entries not finite), or of any
+    statistic that rides along with a mean and M2 (a score's squared error).
+    """
+    parts = list(parts)
+    return (*merge_moments(p[:3] for p in parts), sum(p[3] for p in parts))

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
-from . import _graph
+from . import _graph, _lazy
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -27,10 +27,10 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     NumPy input is validated eagerly by scikit-learn; dask (and zarr) input by
     metadata, cast lazily to a float dtype as scikit-learn would cast it.
     """
-    if not _graph.is_dask(X):
+    if not _lazy.is_lazy(X):
         return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse or False,
                              ensure_non_negative=ensure_non_negative, dtype=dtype, copy=copy)
-    X = _graph.as_dask(X)
+    X = _lazy.as_dask(X)
     name = type(estimator).__name__
     if X.ndim != 2:
         raise ValueError(

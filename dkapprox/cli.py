@@ -25,11 +25,8 @@ Errors are one line on stderr; ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
-import math
-import os
 import signal
 import sys
 import time
@@ -38,20 +35,21 @@ import traceback
 import click
 
 from . import errors
+from ._jobs import (
+    DEFAULT_RANDOM_STATE,
+    METHODS,
+    describe_model,
+    make_estimator,
+    one_line,
+    open_input,
+    plan_of,
+    refuse_existing_model,
+    summary,
+    write,
+)
+from ._sklearn_compat import InvalidParameterError
 
 log = logging.getLogger("dkapprox")
-
-#: ``--method`` name -> "module:class"; a new estimator slots in with one line.
-METHODS = {
-    "rbf": "dkapprox.kernel_approximation:RBFSampler",
-    "nystroem": "dkapprox.nystroem:Nystroem",
-    "gaussian": "dkapprox.random_projection:GaussianRandomProjection",
-    "sparse": "dkapprox.random_projection:SparseRandomProjection",
-    "skewed_chi2": "dkapprox.kernel_approximation:SkewedChi2Sampler",
-    "additive_chi2": "dkapprox.kernel_approximation:AdditiveChi2Sampler",
-    "poly": "dkapprox.kernel_approximation:PolynomialCountSketch",
-}
-DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not resume
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_NOPERM, EXIT_CONFIG = \
@@ -72,15 +70,12 @@ def exit_code(exc: BaseException) -> int:
     """The exit code for an exception that reached the top (see the module table)."""
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
-    from sklearn.utils._param_validation import InvalidParameterError
-
-    from .cluster import ClusterConfigError, ClusterConnectError
 
     if isinstance(exc, Interrupted):
         return 128 + exc.signum
-    if isinstance(exc, ClusterConfigError):
+    if isinstance(exc, errors.ClusterConfigError):
         return EXIT_CONFIG
-    if isinstance(exc, (errors.TemporaryFailure, ClusterConnectError, ConnectionError, TimeoutError,
+    if isinstance(exc, (errors.TemporaryFailure, errors.ClusterConnectError, ConnectionError, TimeoutError,
                         KilledWorker, CommClosedError)):
         return EXIT_TEMPFAIL
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
@@ -97,14 +92,6 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, OSError):
         return EXIT_IOERR  # e.g. the disk is full
     return EXIT_INTERNAL
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
-        text = text.replace("pass overwrite=True", "pass --overwrite")  # the library's words, in the CLI's
-    return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
-        f"{type(exc).__name__}: {text}"
 
 
 def main(argv=None) -> int:
@@ -137,7 +124,7 @@ def main(argv=None) -> int:
         if _debug["on"]:
             traceback.print_exc()
         hint = {EXIT_INTERNAL: " (internal error: rerun with --debug and report it)",
-                EXIT_TEMPFAIL: "" if isinstance(exc, errors.DkapproxError) else " (temporary: rerun the same "
+                EXIT_TEMPFAIL: "" if isinstance(exc, errors.TemporaryFailure) else " (temporary: rerun the same "
                 "command; if workers died, lower --block-rows or give them more memory first)"}.get(code, "")
         if isinstance(exc, Interrupted):
             click.echo(f"dkapprox: {exc.args[0]}: stopped; rerun the same command to resume", err=True)
@@ -177,12 +164,6 @@ def write_options(fn):
     return click.option("--component", help="Array inside the INPUT group.")(fn)
 
 
-def _refuse_existing_model(path, overwrite):
-    """Fail before the fit, not after it, when saving would be refused (io.save has the final word)."""
-    if path and not overwrite and os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
-        raise errors.OutputExistsError(f"{path}: exists; pass --overwrite to replace the model there")
-
-
 def method_options(fn):
     fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
                       help="Any estimator parameter, e.g. --param degree=3 (repeatable).")(fn)
@@ -208,154 +189,6 @@ def _client(cluster_config, scheduler):
 
 def _progress(flag):
     return sys.stderr.isatty() if flag is None else flag
-
-
-def parse_value(text: str):
-    """A --param value: int, float, true/false/none, JSON list or mapping, else the string."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for cast in (int, float):
-        with contextlib.suppress(ValueError):
-            return cast(text)
-    if text.strip()[:1] in "[{":
-        with contextlib.suppress(ValueError):
-            return json.loads(text)
-    return text
-
-
-def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAULT_RANDOM_STATE, params=()):
-    """The unfitted estimator for ``--method`` and its options; usage errors name the option."""
-    module, _, name = METHODS[method].partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise click.UsageError(f"--method {method}: {name} is not available in this install ({exc})") from None
-    accepted = cls().get_params()
-    chosen = {}
-    for item in params:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
-        chosen[key.strip().replace("-", "_")] = parse_value(value)
-    for key, value, option in (("n_components", n_components, "--n-components"),
-                               ("gamma", None if gamma is None else parse_value(gamma), "--gamma")):
-        if value is not None:
-            if key not in accepted:
-                raise click.UsageError(f"{option}: {name} has no parameter '{key}'")
-            chosen[key] = value
-    if "random_state" in accepted:
-        chosen.setdefault("random_state", random_state)
-    unknown = sorted(set(chosen) - set(accepted))
-    if unknown:
-        raise click.UsageError(f"--param {unknown[0]}: {name} has no such parameter; "
-                               f"its parameters: {', '.join(sorted(accepted))}")
-    estimator = cls(**chosen)
-    try:
-        estimator._validate_params()  # scikit-learn's wording, before any data is read
-    except ValueError as exc:
-        raise click.UsageError(one_line(exc)) from None
-    return estimator
-
-
-def _open(path, component, block_rows=None):
-    from . import io
-
-    X = io.open_array(path, component)
-    if block_rows:
-        X = X.rechunk({0: block_rows})
-    return X
-
-
-def _plan(command, input_path, component, X, model, io):
-    return {
-        "command": command,
-        "input": {"path": input_path if "://" in str(input_path) else os.path.abspath(input_path),
-                  "component": component,
-                  "shape": list(X.shape), "dtype": str(X.dtype)},
-        "model": io.fingerprint(model),
-        "estimator": type(model).__name__,
-        # features of other row blocks equal these only within the rounding bound (README:
-        # "Precision"): another --block-rows is another job, never resumed into this one
-        "block_rows": int(X.chunks[0][0]),
-    }
-
-
-def _describe_model(est):
-    params = {k: v for k, v in est.get_params().items() if v is not None}
-    return f"{type(est).__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(params.items()))})"
-
-
-def _described_same_job(out, plan, io):
-    """io.describe(out) if ``out`` is an output store of this very plan (finished or not), else None."""
-    try:
-        described = io.describe(out)
-    except (errors.DkapproxError, OSError):
-        return None
-    canonical = lambda value: json.dumps(value, sort_keys=True, default=str)  # noqa: E731
-    same = canonical(described.get("plan")) == canonical(json.loads(canonical(plan)))
-    return described if described.get("kind") == "features" and same else None
-
-
-def _finished_same_job(out, plan, io):
-    """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
-    described = _described_same_job(out, plan, io)
-    return described is not None and described.get("status") == "complete"
-
-
-def _write(client, features, out, *, plan, overwrite, progress, compression=None):
-    """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
-
-    Rerunning a finished job is a no-op that succeeds (nightly jobs get retried).
-    """
-    from . import io
-    from .cluster import run
-
-    if not overwrite and _finished_same_job(out, plan, io):
-        return None
-    try:
-        pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
-                                    compression=compression)
-        if pending.blocks_to_write < pending.blocks_total:
-            log.info("resuming %s: %d of %d blocks already written", out,
-                     pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
-        run(client, pending.delayed, progress=progress, memory=pending.memory)
-    except errors.WorkerMemoryError as exc:
-        raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io),
-                                       suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,
-                                       block_bytes=exc.block_bytes, memory_limit=exc.memory_limit,
-                                       attempts=exc.attempts) from exc
-    return pending.finalize()
-
-
-def _memory_advice(exc, out, plan, io):
-    """What to rerun after a WorkerMemoryError, in this command's options.
-
-    Smaller blocks are another layout, so a store this job began must be
-    started over (--overwrite); any other store at ``out`` is not ours to
-    advise replacing.
-    """
-    rows = f"--block-rows {exc.suggested_rows}" if exc.suggested_rows else "a smaller --block-rows"
-    ours = _described_same_job(out, plan, io)
-    said = "" if exc.attempts is None else "nothing was written: "  # a refusal already says nothing ran
-    if ours is None:
-        return f"{said}rerun with {rows}"
-    done = ours.get("blocks_done", 0)
-    if done and exc.attempts is not None:  # workers died: maybe of something passing on a shared cluster
-        return (f"{done} finished blocks are kept: rerun the same command to finish the rest, "
-                f"or rerun with {rows} and --overwrite to start over with smaller blocks")
-    return f"{said}rerun with {rows} and --overwrite" + (f" (starts over: {done} blocks were written)" if done else "")
-
-
-def _summary(report, rows, out):
-    if report is None:
-        return f"{out} is already complete for this job; nothing to do"
-    rate = rows / report.seconds if report.seconds else math.inf
-    return (f"wrote {report.path}: {report.shape[0]:,} x {report.shape[1]:,} {report.dtype}; "
-            f"{report.blocks_written} blocks written, {report.blocks_skipped} already there, "
-            f"of {report.blocks_total}; {report.seconds:.1f} s ({rate:,.0f} rows/s)")
 
 
 # -- commands ---------------------------------------------------------------------
@@ -398,14 +231,14 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
-    _refuse_existing_model(model_path, overwrite)
-    X = _open(input_path, component)  # metadata only: a bad input fails before a cluster starts
+    refuse_existing_model(model_path, overwrite)
+    X = open_input(input_path, component)  # metadata only: a bad input fails before a cluster starts
     with _client(cluster_config, scheduler):
         started = time.perf_counter()
         est.fit(X)
         seconds = time.perf_counter() - started
     io.save(est, model_path, overwrite=overwrite)
-    click.echo(f"fitted {_describe_model(est)} on {input_path} ({X.shape[0]:,} x {X.shape[1]:,}) in "
+    click.echo(f"fitted {describe_model(est)} on {input_path} ({X.shape[0]:,} x {X.shape[1]:,}) in "
                f"{seconds:.1f} s; model: {model_path} ({io.fingerprint(est)})")
 
 
@@ -422,13 +255,13 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     from . import io
 
     model = io.load(model_path)
-    X = _open(input_path, component, block_rows)
+    X = open_input(input_path, component, block_rows)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
-    plan = _plan("transform", input_path, component, X, model, io)
+    plan = plan_of("transform", input_path, component, X, model, io)
     with _client(cluster_config, scheduler) as client:
-        report = _write(client, features, out_path, plan=plan, overwrite=overwrite,
+        report = write(client, features, out_path, plan=plan, overwrite=overwrite,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
-    click.echo(_summary(report, X.shape[0], out_path))
+    click.echo(summary(report, X.shape[0], out_path))
 
 
 @dkapprox.command()
@@ -446,18 +279,18 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
-    _refuse_existing_model(save_model, overwrite)
-    X = _open(input_path, component, block_rows)
+    refuse_existing_model(save_model, overwrite)
+    X = open_input(input_path, component, block_rows)
     with _client(cluster_config, scheduler) as client:
         started = time.perf_counter()
         est.fit(X)
-        log.info("fitted %s in %.1f s", _describe_model(est), time.perf_counter() - started)
+        log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)
         if save_model:
             io.save(est, save_model, overwrite=overwrite)
-        plan = _plan("featurize", input_path, component, X, est, io)
-        report = _write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite,
+        plan = plan_of("featurize", input_path, component, X, est, io)
+        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
-    click.echo(_summary(report, X.shape[0], out_path))
+    click.echo(summary(report, X.shape[0], out_path))
 
 
 @dkapprox.command()
@@ -485,27 +318,6 @@ def cluster_script(config):
     click.echo(render(load_config(config)).rstrip())
 
 
-
-# -- demo -------------------------------------------------------------------------
-
-
-def synthetic_block(index, start, stop, n_features, seed):
-    """Rows ``start:stop`` of the demo data: 8 Gaussian blobs, float32, fixed by (seed, start)."""
-    import numpy as np
-
-    centers = np.random.default_rng(seed).normal(scale=3.0, size=(8, n_features)).astype(np.float32)
-    rng = np.random.default_rng([seed, start])
-    block = rng.standard_normal((stop - start, n_features), dtype=np.float32)
-    block += centers[rng.integers(0, len(centers), stop - start)]
-    return block
-
-
-def _size(nbytes):
-    from dask.utils import format_bytes
-
-    return format_bytes(nbytes)
-
-
 @dkapprox.command()
 @click.option("--rows", type=click.IntRange(min=1), default=12_000_000, show_default=True,
               help="Rows of the synthetic data (the default, 1.4 GiB, is 1.9x a worker's memory limit).")
@@ -523,65 +335,8 @@ def _size(nbytes):
 def demo(rows, features, method, n_components, workers, memory_limit, block_rows, directory, small, progress):
     """The main job, end to end: make a Zarr data set larger than a worker's memory,
     fit and featurize it on a LocalCluster, and say what happened and how long it took."""
-    import shutil
-    import tempfile
+    from . import _demo
 
-    import numpy as np
-    from dask.utils import parse_bytes
-
-    from . import _graph, io
-    from .cluster import ClusterConfig, WorkerWatch, connect
-
-    try:
-        limit = parse_bytes(memory_limit)
-    except ValueError:
-        raise click.BadParameter(f"expected a size such as 768MiB, got {memory_limit!r}",
-                                 param_hint="--memory-limit") from None
-    if small:
-        rows, block_rows = min(rows, 20_000), min(block_rows, 2_000)
-    progress = _progress(progress)
-    keep, begun = directory is not None, time.perf_counter()
-    directory = directory or tempfile.mkdtemp(prefix="dkapprox-demo-")
-    os.makedirs(directory, exist_ok=True)
-    input_path, out_path = os.path.join(directory, "input.zarr"), os.path.join(directory, "features.zarr")
-    config = ClusterConfig("local", {"n_workers": workers, "threads_per_worker": 1,
-                                     "memory_limit": memory_limit, "dashboard_address": ":8787"}, "demo")
-    level = logging.WARNING if _debug["on"] else logging.CRITICAL
-    try:
-        with connect(config, worker_log_level=level) as client, WorkerWatch(client) as watch:
-            nbytes = rows * features * 4
-            click.echo(f"cluster: LocalCluster, {workers} workers x {_size(limit)} (dashboard {client.dashboard_link})")
-            lazy = _graph.generate_rows(synthetic_block, rows, features, chunk_rows=block_rows, dtype=np.float32,
-                                        name="demo-data", args=(features, 0))
-            made = _write(client, lazy, input_path, progress=progress, overwrite=False,
-                          plan={"command": "demo-data", "rows": rows, "features": features, "seed": 0})
-            took = "kept from an earlier run" if made is None else f"in {made.seconds:.1f} s"
-            click.echo(f"made   {input_path}: {rows:,} x {features} float32, {_size(nbytes)} "
-                       f"({nbytes / limit:.1f}x one worker's memory limit) {took}")
-            X = io.open_array(input_path)
-            est = make_estimator(method, n_components=n_components, gamma="scale" if method == "rbf" else None)
-            started = time.perf_counter()
-            est.fit(X)
-            click.echo(f"fit    {_describe_model(est)} in {time.perf_counter() - started:.1f} s")
-            plan = _plan("demo", input_path, None, X, est, io)
-            report = _write(client, est.transform(X), out_path, plan=plan, overwrite=False, progress=progress)
-            Z = io.open_features(out_path)
-            took = ("kept from an earlier run" if report is None else
-                    f"{report.seconds:.1f} s ({rows / report.seconds:,.0f} rows/s)")
-            click.echo(f"wrote  {out_path}: {rows:,} x {Z.shape[1]} {Z.dtype}, {_size(Z.nbytes)} in "
-                       f"{Z.numblocks[0] * Z.numblocks[1]} blocks, {took}")
-            head = min(rows, 1000)
-            stored = Z[:head].compute()
-            expected = est.transform(X[:head].compute())
-            difference = float(np.abs(stored - expected).max())
-            if not difference <= 1e-4:  # float32 features lie in [-0.09, 0.09]: this is a real error
-                raise RuntimeError(f"check failed: stored features differ from the in-memory transform by {difference}")
-            click.echo(f"check  first {head:,} rows equal the in-memory transform (max |difference| {difference:.1e})")
-        w = watch.report
-        peak = max(w.peak_rss.values(), default=0)
-        click.echo(f"workers: peak memory {_size(peak)} of {_size(limit)}, restarts {w.restarts}, "
-                   f"paused {len(w.paused)}, spilled {_size(sum(w.spilled_bytes.values()))}")
-        click.echo(f"done in {time.perf_counter() - begun:.1f} s" + ("" if keep else "; removed the demo data"))
-    finally:
-        if not keep:
-            shutil.rmtree(directory, ignore_errors=True)
+    _demo.run(rows=rows, features=features, method=method, n_components=n_components, workers=workers,
+              memory_limit=memory_limit, block_rows=block_rows, directory=directory, small=small,
+              progress=_progress(progress), worker_log_level=logging.WARNING if _debug["on"] else logging.CRITICAL)

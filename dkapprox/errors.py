@@ -1,9 +1,29 @@
-"""One exception tree for dkapprox; each error is also the right builtin.
+"""One exception tree for dkapprox; each error is also the builtin it refines.
 
-The command line maps them to exit codes (see ``dkapprox.cli``):
-``InputDataError`` 65, ``InputMissingError`` 66, ``TemporaryFailure`` (and its
-``WorkerMemoryError``) 75.
+Every error dkapprox raises on purpose is defined here and derives from
+:class:`DkapproxError`, so ``except DkapproxError`` catches them all while
+``except ValueError`` (or ``ConnectionError``, ``MemoryError``...) still
+catches each where a builtin caller expects it. The command line maps them to
+exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
+``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
+73, ``TemporaryFailure`` (and its ``WorkerMemoryError``) and
+``ClusterConnectError`` 75, ``ClusterConfigError`` 78.
 """
+
+__all__ = [
+    "ClusterConfigError",
+    "ClusterConnectError",
+    "DkapproxError",
+    "IncompleteStoreError",
+    "InputDataError",
+    "InputMissingError",
+    "ModelFileError",
+    "OutputExistsError",
+    "ResumeMismatchError",
+    "StateError",
+    "TemporaryFailure",
+    "WorkerMemoryError",
+]
 
 
 class DkapproxError(Exception):
@@ -32,6 +52,18 @@ class ResumeMismatchError(DkapproxError, ValueError):
 
 class IncompleteStoreError(DkapproxError, ValueError):
     """A dkapprox output store was not finished (a job died or is still running)."""
+
+
+class StateError(DkapproxError, ValueError):
+    """A model file's document holds something its format does not allow (reported as a ModelFileError)."""
+
+
+class ClusterConfigError(DkapproxError, ValueError):
+    """A cluster config file is unreadable, unsafe, or says something unknown."""
+
+
+class ClusterConnectError(DkapproxError, ConnectionError):
+    """The scheduler could not be reached (down, wrong address, or TLS refused)."""
 
 
 class TemporaryFailure(DkapproxError, RuntimeError):

@@ -12,13 +12,14 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import KERNEL_PARAMS, additive_chi2_kernel, pairwise_kernels
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from . import _graph
+from . import _graph, _lazy
+from .kernel_approximation._kernels import chi2_sum_kernel, skewed_chi2_kernel
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
 
@@ -40,87 +41,28 @@ class KernelApproximationError(NamedTuple):
     n_samples: int  # rows in the sample
 
 
-def chi2_sum_kernel(X, Y=None):
-    """sum_i 2 x_i y_i / (x_i + y_i): the additive chi-squared kernel AdditiveChi2Sampler approximates.
-
-    Written with scikit-learn's ``additive_chi2_kernel`` (which is
-    ``-sum (x - y)^2 / (x + y)``): 2xy / (x + y) = (x + y) / 2 - (x - y)^2 / (2 (x + y)).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkapprox.metrics import chi2_sum_kernel
-    >>> chi2_sum_kernel(np.array([[1.0, 2.0], [3.0, 0.5]]))
-    array([[3. , 2.3],
-           [2.3, 3.5]])
-    """
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    Y = X if Y is None else (Y.toarray() if sp.issparse(Y) else np.asarray(Y))
-    return 0.5 * (X.sum(axis=1)[:, None] + Y.sum(axis=1)[None, :] + additive_chi2_kernel(X, Y))
-
-
-def skewed_chi2_kernel(X, Y=None, *, skewedness=1.0):
-    """prod_i 2 sqrt(x_i + c) sqrt(y_i + c) / (x_i + y_i + 2c), the kernel of SkewedChi2Sampler.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dkapprox.metrics import skewed_chi2_kernel
-    >>> skewed_chi2_kernel(np.array([[1.0, 2.0], [3.0, 0.5]])).round(4)
-    array([[1.    , 0.8889],
-           [0.8889, 1.    ]])
-    """
-    X = np.asarray(X, dtype=np.float64)
-    Y = X if Y is None else np.asarray(Y, dtype=np.float64)
-    c = float(skewedness)
-    half_x = 0.5 * np.log(X + c)
-    half_y = 0.5 * np.log(Y + c)
-    out = np.empty((X.shape[0], Y.shape[0]))
-    rows = max(1, (1 << 22) // max(1, Y.size))  # a (rows, n_y, n_features) tile of 32 MB at a time
-    for start in range(0, X.shape[0], rows):
-        x = X[start : start + rows, None, :]
-        log = np.log(2.0) + half_x[start : start + rows, None, :] + half_y[None] - np.log(x + Y[None] + 2 * c)
-        out[start : start + rows] = np.exp(log.sum(axis=2))
-    return out
-
-
 def _kernel_of(transformer):
-    """The exact kernel a known transformer approximates, as a function of the sample."""
-    name = type(transformer).__name__
-    if hasattr(transformer, "kernel") and hasattr(transformer, "kernel_params"):  # Nystroem
-        metric = transformer.kernel
-        if isinstance(metric, str) and metric == "precomputed":
-            raise ValueError("A Nystroem on a precomputed kernel has no kernel to compare with: pass kernel=.")
-        params = dict(transformer.kernel_params or {})
-        if isinstance(metric, str):
-            for key in KERNEL_PARAMS.get(metric, ()):
-                if getattr(transformer, key, None) is not None:
-                    params[key] = getattr(transformer, key)
-        # a callable Nystroem kernel is scikit-learn's k(x, y) -> float, evaluated pairwise
-        return lambda Xs: pairwise_kernels(Xs, metric=metric, **params)
-    if name == "RBFSampler":
-        gamma = float(getattr(transformer, "_gamma", transformer.gamma))  # 'scale' resolved at fit
-        return lambda Xs: pairwise_kernels(Xs, metric="rbf", gamma=gamma)
-    if name == "PolynomialCountSketch":
-        params = {"gamma": transformer.gamma, "degree": transformer.degree, "coef0": transformer.coef0}
-        return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
-    if name == "SkewedChi2Sampler":
-        return lambda Xs: skewed_chi2_kernel(Xs, skewedness=transformer.skewedness)
-    if name == "AdditiveChi2Sampler":
-        return chi2_sum_kernel
-    if name in ("GaussianRandomProjection", "SparseRandomProjection"):
-        return lambda Xs: pairwise_kernels(Xs, metric="linear")
-    if name == "RandomFourierFeatures":
-        from .random_features.spectra import Spectrum
+    """The exact kernel a known transformer approximates, as a function of the sample.
 
-        return Spectrum(transformer.kernel, float(transformer.gamma), float(transformer.nu),
-                        float(transformer.length_scale)).kernel_matrix
-    if name == "RandomBinningFeatures":
-        return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=transformer.gamma)
-    raise ValueError(
-        f"Cannot tell which kernel {name} approximates: pass kernel= (a name from "
-        "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
-    )
+    A dkapprox transformer declares it (``_exact_kernel``); one of
+    scikit-learn's is answered by the dkapprox class of the same name, whose
+    parameters and fitted attributes are scikit-learn's.
+    """
+    declared = getattr(type(transformer), "_exact_kernel", None)
+    if declared is None and type(transformer).__module__.startswith("sklearn."):
+        from . import kernel_approximation, nystroem, random_projection
+
+        for family in (kernel_approximation, nystroem, random_projection):
+            twin = getattr(family, type(transformer).__name__, None)
+            declared = getattr(twin, "_exact_kernel", None) if isinstance(twin, type) else None
+            if declared is not None:
+                break
+    if declared is None:
+        raise ValueError(
+            f"Cannot tell which kernel {type(transformer).__name__} approximates: pass kernel= (a name from "
+            "sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS or a callable k(X, Y) -> matrix)."
+        )
+    return declared(transformer)
 
 
 def _given_kernel(kernel, params):
@@ -194,8 +136,8 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
     approx = Z @ Z.T
     approx = approx.toarray() if sp.issparse(approx) else np.asarray(approx, dtype=np.float64)
     diff = exact - approx
-    # one BLAS thread: SciPy's OpenBLAS right after NumPy's, both on two threads, spin against
-    # each other (1,000-row sample: 1.2 s against 0.35 s, measured on a busy 2-core host)
+    # one BLAS thread: SciPy's OpenBLAS right after NumPy's, each with a thread per core, spin
+    # against each other (benchmarks/bench_blas_threads.py measures it)
     with threadpool_limits(1):
         spectral_exact = np.abs(scipy.linalg.eigvalsh(exact)).max()
         spectral_diff = np.abs(scipy.linalg.eigvalsh(diff)).max()
@@ -209,12 +151,12 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
 def _sample_rows(X, n_samples, random_state):
     """The sampled rows (sorted global indices) of in-memory or dask X, in memory."""
     rng = check_random_state(random_state)
-    if _graph.is_dask(X):
-        X = _graph.as_dask(X)
+    if _lazy.is_lazy(X):
+        X = _lazy.as_dask(X)
         sizes = _graph.row_sizes(X)  # free when known; one pass when the row chunks are unknown
         n = sum(sizes)
         index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
-        return _graph.compute(_graph.take_rows(X, index, sizes=sizes))[0]
+        return _lazy.compute(_graph.take_rows(X, index, sizes=sizes), arrays=[X])[0]
     X = check_array(X, accept_sparse="csr", dtype=None)
     n = X.shape[0]
     index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))

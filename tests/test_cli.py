@@ -419,11 +419,11 @@ def test_demo_small_runs_on_real_worker_processes(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("cluster: LocalCluster, 1 workers x 768.00 MiB (dashboard http")
-    assert any(l.startswith("made") and "20,000 x 32 float32" in l for l in lines)
-    assert any(l.startswith("fit    RBFSampler(") for l in lines)
-    assert any(l.startswith("wrote") and "20,000 x 128 float32" in l and "10 blocks" in l for l in lines)
-    assert any(l.startswith("check  first 1,000 rows equal") for l in lines)
-    assert any(l.startswith("workers:") and "restarts 0" in l for l in lines)
+    assert any(line.startswith("made") and "20,000 x 32 float32" in line for line in lines)
+    assert any(line.startswith("fit    RBFSampler(") for line in lines)
+    assert any(line.startswith("wrote") and "20,000 x 128 float32" in line and "10 blocks" in line for line in lines)
+    assert any(line.startswith("check  first 1,000 rows equal") for line in lines)
+    assert any(line.startswith("workers:") and "restarts 0" in line for line in lines)
     assert "100% Completed" in result.stderr  # distributed's progress bar, on stderr
     assert "dashboard" in result.stderr
     assert io.describe(tmp_path / "demo" / "features.zarr")["status"] == "complete"

@@ -11,7 +11,6 @@ import scipy.sparse as sp
 import zarr
 from _estimators import CONTRACT_ESTIMATORS, ident
 from _rounding import assert_chunking_promise, compute_checked, transform_by_blocks
-from dask.array.utils import assert_eq
 from sklearn.base import clone
 
 import dkapprox

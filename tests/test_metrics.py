@@ -9,8 +9,16 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 from sklearn.utils.random import sample_without_replacement
 
-from dkapprox import (AdditiveChi2Sampler, GaussianRandomProjection, PolynomialCountSketch,
-                      RandomBinningFeatures, RandomFourierFeatures, RBFSampler, SkewedChi2Sampler, cauchy_kernel)
+from dkapprox import (
+    AdditiveChi2Sampler,
+    GaussianRandomProjection,
+    PolynomialCountSketch,
+    RandomBinningFeatures,
+    RandomFourierFeatures,
+    RBFSampler,
+    SkewedChi2Sampler,
+    cauchy_kernel,
+)
 from dkapprox.metrics import chi2_sum_kernel, kernel_approximation_error, skewed_chi2_kernel
 from dkapprox.nystroem import Nystroem as DkNystroem
 

@@ -8,10 +8,11 @@ against a schema per kind; unknown keys are refused by name. Examples live in
 ``cluster_configs/`` at the top of the repository.
 """
 
+from ..errors import ClusterConfigError, ClusterConnectError
 from ._config import ClusterConfig, load_config, parse_config
-from ._schema import SCHEMAS, ClusterConfigError
 from ._run import WorkerReport, WorkerWatch, run
-from ._start import ClusterConnectError, connect, default_config, render
+from ._schema import SCHEMAS
+from ._start import connect, default_config, render
 
 __all__ = ["SCHEMAS", "ClusterConfig", "ClusterConfigError", "ClusterConnectError", "connect",
            "WorkerReport", "WorkerWatch", "default_config", "load_config", "parse_config", "render", "run"]

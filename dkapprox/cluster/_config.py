@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from ._schema import SCHEMAS, ClusterConfigError, check_mapping
+from ..errors import ClusterConfigError
+from ._schema import SCHEMAS, check_mapping
 
 MAX_CONFIG_BYTES = 1 << 20  # a cluster config is a few hundred bytes
 

@@ -319,34 +319,35 @@ def _memory_kill(killed, since, client, wait=1.0):
 def _task_block(task, objs):
     """(shape, dtype) of the array block a task computes or reads, if the graphs of ``objs`` say.
 
-    A graph flattened by ``to_delayed`` (a fit's reductions) has lost its
-    chunks: the arrays dkapprox's map_rows made lately are asked then.
+    The block's shape travels with its array: every dask array layer carries
+    its chunks as collection annotations. A graph cut into delayed blocks (a
+    fit's reductions) has lost them, so whoever computes one passes the arrays
+    it reads among ``objs`` (see :func:`dkapprox._lazy.compute`). The task
+    itself is looked at first, then what it reads.
     """
     import dask
-
-    from .. import _graph
-
-    made = _graph.block_of(task)
-    if made is not None and not any(math.isnan(n) for n in made[0]):
-        return made
 
     for obj in objs:
         if not dask.is_dask_collection(obj):
             continue
         graph = obj.__dask_graph__()
         layers = getattr(graph, "layers", {})
+        arrays = {}  # key name -> (chunks, dtype) of the layers that declare their chunks
+        for name, layer in layers.items():
+            annotations = getattr(layer, "collection_annotations", None) or {}
+            if annotations.get("chunks"):
+                arrays.setdefault(annotations.get("name", name), (annotations["chunks"], annotations.get("dtype")))
         candidates = [task]
         with contextlib.suppress(Exception):
             candidates += sorted(getattr(graph[task], "dependencies", ()), key=str)
         for key in candidates:
-            if not (isinstance(key, tuple) and key and key[0] in layers):
+            if not (isinstance(key, tuple) and key and key[0] in arrays):
                 continue
-            annotations = getattr(layers[key[0]], "collection_annotations", None) or {}
-            chunks = annotations.get("chunks")
-            if chunks and len(chunks) == len(key) - 1:
-                shape = tuple(int(axis[i]) for axis, i in zip(chunks, key[1:]))
+            chunks, dtype = arrays[key[0]]
+            if len(chunks) == len(key) - 1:
+                shape = tuple(int(axis[i]) if not math.isnan(axis[i]) else math.nan for axis, i in zip(chunks, key[1:]))
                 if not any(math.isnan(n) for n in shape):
-                    return shape, np.dtype(annotations.get("dtype", "f8")).name
+                    return shape, np.dtype(dtype or "f8").name
     return None
 
 

@@ -10,16 +10,13 @@ nightly job ends up with the default 2 GB workers.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from dask.utils import parse_bytes, parse_timedelta
 
-from ..errors import DkapproxError
-
-
-class ClusterConfigError(DkapproxError, ValueError):
-    """A cluster config file is unreadable, unsafe, or says something unknown."""
+from ..errors import ClusterConfigError
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import warnings
 
 import dask
 import yaml
 
+from .._system import available_cpus
+from ..errors import ClusterConfigError, ClusterConnectError
 from ._config import ClusterConfig
-from ._schema import ClusterConfigError
 
 logger = logging.getLogger("dkapprox.cluster")
 
@@ -22,24 +22,13 @@ _EXTRAS = {
 }
 
 
-class ClusterConnectError(ConnectionError):
-    """The scheduler could not be reached (down, wrong address, or TLS refused)."""
-
-
-def machine_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def default_config() -> ClusterConfig:
     """A LocalCluster sized to the machine: one single-threaded worker per core.
 
     One thread per worker is fastest for our blocks (BLAS runs one thread
     per worker; several Python threads per worker oversubscribe the cores).
     """
-    return ClusterConfig("local", {"n_workers": machine_cores(), "threads_per_worker": 1,
+    return ClusterConfig("local", {"n_workers": available_cpus(), "threads_per_worker": 1,
                                    "memory_limit": "auto"}, "<default local cluster>")
 
 
@@ -181,8 +170,10 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
 #: A LocalCluster closes a worker's nanny for good when, 15 s (distributed's default) after the
 #: worker was lost, no worker of its name is connected. Under repeated worker deaths (memory
 #: kills, an operator's SIGKILLs) that moment can fall in the middle of the nanny's restart of
-#: the same worker, and the cluster stays a worker short for the rest of the job (seen after
-#: ~14 SIGKILLs 2 s apart in the fault tests). The nanny restarts its worker itself: keep it.
+#: the same worker, and the cluster would stay a worker short for the rest of the job. The nanny
+#: restarts its worker itself: keep it. tests/faults/test_churn.py
+#: (test_sigkill_loop_during_a_streamed_transform_gives_the_known_checksum) kills workers in a
+#: loop and needs every one of them back.
 KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "1 hour"}
 
 

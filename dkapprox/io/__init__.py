@@ -11,10 +11,10 @@ This package is the only code in dkapprox that touches Zarr:
 - :func:`save`, :func:`load`, :func:`fingerprint`: model files without pickle.
 """
 
+from ._zarr_store import open_array, open_features
 from .describe import describe
 from .model_files import fingerprint, load, save
 from .writer import PendingWrite, WriteReport, write_features
-from .zarr_store import open_array, open_features
 
 __all__ = ["PendingWrite", "WriteReport", "describe", "fingerprint", "load", "open_array", "open_features",
            "save", "write_features"]

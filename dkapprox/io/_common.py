@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from .._version import __version__
+
 
 def package_version() -> str:
-    # read at call time: dkapprox/__init__ may import dkapprox.io before it sets __version__
-    import dkapprox
-
-    return str(dkapprox.__version__)
+    return str(__version__)
 
 
 def utc_now() -> str:

@@ -21,49 +21,27 @@ its parameters, a scikit-learn convention).
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 import re
-from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
+
+from .._sklearn_compat import get_param_names
+from ..errors import StateError
 
 _ARRAY_KINDS = "biufcUS"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
                  "coo": ("data", "row", "col")}
-_SKIPPED_PACKAGES = {"io", "cluster"}  # no estimators there; importing them would only cost time
 
 
-class StateError(ValueError):
-    """Something in the document is not what this format allows (turned into ModelFileError)."""
-
-
-@lru_cache(maxsize=1)
 def public_estimators() -> dict:
-    """Name -> class for dkapprox's public estimator classes (names defined twice are left out)."""
-    from sklearn.base import BaseEstimator
+    """Name -> class for dkapprox's public estimator classes: the registry's, and nothing else."""
+    from .._registry import by_name  # imported when a model is saved or loaded: the estimators sit above io
 
-    import dkapprox
-
-    modules = [dkapprox]
-    for info in pkgutil.iter_modules(dkapprox.__path__):
-        if info.ispkg and not info.name.startswith("_") and info.name not in _SKIPPED_PACKAGES:
-            modules.append(importlib.import_module(f"dkapprox.{info.name}"))
-    found, clashes = {}, set()
-    for module in modules:
-        names = getattr(module, "__all__", [n for n in dir(module) if not n.startswith("_")])
-        for name in names:
-            obj = getattr(module, name, None)
-            if (isinstance(obj, type) and issubclass(obj, BaseEstimator)
-                    and obj.__module__.startswith("dkapprox.")):
-                if found.get(name, obj) is not obj:
-                    clashes.add(name)
-                found[name] = obj
-    return {name: cls for name, cls in found.items() if name not in clashes}
+    return by_name()
 
 
 def class_name(estimator) -> str:
@@ -163,7 +141,7 @@ class Decoder:
         params, attrs = doc["params"], doc["attributes"]
         if not isinstance(params, dict) or not isinstance(attrs, dict):
             raise StateError("'params' and 'attributes' must be objects")
-        expected = sorted(cls._get_param_names())
+        expected = sorted(get_param_names(cls))
         if sorted(params) != expected:
             raise StateError(f"{doc['class']} takes parameters {expected}, the file has {sorted(params)}")
         est = cls(**{k: self.value(v) for k, v in params.items()})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._location import locate
+from ._zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
 from .model_files import describe_model, is_model_dir
-from .zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
 
 __all__ = ["describe"]
 

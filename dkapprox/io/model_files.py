@@ -27,9 +27,9 @@ import uuid
 
 import numpy as np
 
-from ..errors import InputMissingError, ModelFileError, OutputExistsError
+from ..errors import InputMissingError, ModelFileError, OutputExistsError, StateError
 from ._common import canonical_json, package_version, utc_now
-from ._state_codec import Decoder, Encoder, StateError, check_array_name
+from ._state_codec import Decoder, Encoder, check_array_name
 
 FORMAT = "dkapprox-model"
 FORMAT_VERSION = 1

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -28,8 +28,7 @@ from .. import _graph
 from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from ._common import canonical_json, package_version, utc_now
 from ._location import Location, is_inside, locate, location_of_node
-from .zarr_store import (ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done,
-                         output_attributes)
+from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
 
 COMPRESSIONS = (None, "zstd")
 _WRITE_CONFIG = {"write_empty_chunks": True}  # skips a per-chunk comparison with the fill value
@@ -138,7 +137,7 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
         dask block is exactly one Zarr chunk.
     out : str or os.PathLike
         Local path or fsspec URL of the output store (a Zarr v3 group, see
-        :mod:`dkapprox.io.zarr_store`).
+        :mod:`dkapprox.io._zarr_store`).
     plan : dict
         JSON-safe description of the job (input path, shape and chunks, model
         fingerprint, estimator parameters, chunking), recorded in the store
@@ -196,6 +195,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     >>> float(open_features(out).sum().compute())
     16000.0
     """
+    import dask
+
     from ..cluster._memory import check_memory, explain_worker_deaths
 
     started = time.perf_counter()
@@ -226,8 +227,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory)
     if not compute:
         return pending
-    with explain_worker_deaths(memory):
-        _graph.compute(lazy)
+    with explain_worker_deaths(memory, objs=(lazy,)):
+        dask.compute(lazy)
     return finalize()
 
 

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import AdditiveChi2Sampler as _SkAdditiveChi2Sampler
-from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import check_feature_names_in
+from ._kernels import chi2_sum_kernel
 
 # Vedaldi & Zisserman 2011, figure 2 c)
 _DEFAULT_INTERVAL = {1: 0.8, 2: 0.5, 3: 0.4}
@@ -91,6 +93,11 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     (1, 6)
     """
 
+    _cli_name = "additive_chi2"
+
+    def _exact_kernel(self):
+        return chi2_sum_kernel
+
     _parameter_constraints = dict(_SkAdditiveChi2Sampler._parameter_constraints)
     _accept_sparse = ("csr",)
     _non_negative = True
@@ -123,7 +130,7 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     def get_feature_names_out(self, input_features=None):
         """Output feature names: ``additivechi2sampler_{name}_sqrt``, ``_cos{j}``, ``_sin{j}``."""
         check_is_fitted(self, attributes="n_features_in_")
-        input_features = _check_feature_names_in(self, input_features, generate_names=True)
+        input_features = check_feature_names_in(self, input_features, generate_names=True)
         prefix = type(self).__name__.lower()
         names = [f"{prefix}_{name}_sqrt" for name in input_features]
         for j in range(1, self.sample_steps):

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.fft
 import scipy.sparse as sp
 from sklearn.kernel_approximation import PolynomialCountSketch as _SkPolynomialCountSketch
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
@@ -76,6 +77,12 @@ class PolynomialCountSketch(BlockwiseTransformer):
     >>> PolynomialCountSketch(n_components=16, random_state=0).fit_transform(X).dtype
     dtype('float32')
     """
+
+    _cli_name = "poly"
+
+    def _exact_kernel(self):
+        params = {"gamma": self.gamma, "degree": self.degree, "coef0": self.coef0}
+        return lambda Xs: pairwise_kernels(Xs, metric="polynomial", **params)
 
     _parameter_constraints = dict(_SkPolynomialCountSketch._parameter_constraints)
     _accept_sparse = ("csc", "csr")

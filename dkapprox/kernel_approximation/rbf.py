@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
 
-from .. import _graph
+from .. import _graph, _lazy
 from .._base import BlockwiseTransformer
-from .._stats import combine_moments, moments
+from .._stats import combine_block_moments, moments
 from .._validation import BlockCheck
 
 
@@ -26,22 +27,26 @@ class FourierState:
 
 
 def fourier_features(block, state):
-    out = safe_sparse_dot(block, state.weights)
-    out += state.offset
-    np.cos(out, out=out)
-    out *= math.sqrt(2.0 / state.offset.shape[0])  # a Python float keeps float32
-    return out
+    return cos_features(safe_sparse_dot(block, state.weights), state.offset)
+
+
+def cos_features(proj, offset):
+    """``sqrt(2 / D) cos(proj + offset)`` for the ``(n, D)`` projections ``proj``, in place."""
+    proj += offset
+    np.cos(proj, out=proj)
+    proj *= math.sqrt(2.0 / proj.shape[1])  # a Python float keeps float32
+    return proj
 
 
 def data_variance(X, estimator_name):
     """Variance of all entries, as scikit-learn's gamma='scale' needs it (one pass)."""
-    if not _graph.is_dask(X):
+    if not _lazy.is_lazy(X):
         if sp.issparse(X):
             return X.multiply(X).mean() - X.mean() ** 2
         return X.var()
     # each block is checked where it is read, so that NaN and infinity get their own messages
-    n, _, m2, _ = _graph.compute(_graph.tree_reduce(X, checked_moments, combine_moments,
-                                                    args=(BlockCheck(estimator_name),)))[0]
+    n, _, m2, _ = _lazy.compute(_graph.tree_reduce(X, checked_moments, combine_block_moments,
+                                                    args=(BlockCheck(estimator_name),)), arrays=[X])[0]
     return m2 / n if n else 0.0
 
 
@@ -109,6 +114,12 @@ class RBFSampler(FourierSampler):
     >>> Z.compute().shape
     (10000, 64)
     """
+
+    _cli_name = "rbf"
+
+    def _exact_kernel(self):
+        gamma = float(getattr(self, "_gamma", self.gamma))  # 'scale' is resolved at fit
+        return lambda Xs: pairwise_kernels(Xs, metric="rbf", gamma=gamma)
 
     _parameter_constraints = dict(_SkRBFSampler._parameter_constraints)
     _block_fn = staticmethod(fourier_features)

@@ -8,8 +8,9 @@ import numpy as np
 from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
 from sklearn.utils import check_random_state
 
-from .. import _graph
+from .. import _lazy
 from .._validation import BlockCheck
+from ._kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 
 
@@ -53,6 +54,12 @@ class SkewedChi2Sampler(FourierSampler):
     (2, 4)
     """
 
+    _cli_name = "skewed_chi2"
+
+    def _exact_kernel(self):
+        skewedness = self.skewedness
+        return lambda Xs: skewed_chi2_kernel(Xs, skewedness=skewedness)
+
     _parameter_constraints = dict(_SkSkewedChi2Sampler._parameter_constraints)
     _accept_sparse = False
     _block_fn = staticmethod(skewed_chi2_features)
@@ -76,7 +83,7 @@ class SkewedChi2Sampler(FourierSampler):
                           greater_than_message="X may not contain entries smaller than -skewedness.")
 
     def _transform(self, X, X_orig, **kwargs):
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             self._block_check(finite=False)(X)  # NumPy input: fail now, as scikit-learn does
         return super()._transform(X, X_orig, **kwargs)
 

@@ -8,13 +8,13 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _graph
+from .. import _graph, _lazy
+from .._sklearn_compat import HasMethods, Interval
 from .._validation import check_input
-from ._streaming import as_targets, distinct_labels, in_memory, lazy_predict, lazy_score
+from ._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _estimator_has(name):
     return check
 
 
-class Incremental(MetaEstimatorMixin, BaseEstimator):
+class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     """Fit a ``partial_fit`` estimator on dask arrays block by block, with the model on the driver.
 
     The maintained replacement for ``dask_ml.wrappers.Incremental`` for
@@ -168,7 +168,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
             fit_params = {**fit_params, "classes": getattr(self.estimator_, "classes_", None)}
             if fit_params["classes"] is None:
                 fit_params["classes"] = distinct_labels(y)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             y = in_memory(y)  # X is in memory, so y fits too
             for _ in range(n_epochs):
                 self._learn(X, y, fit_params)
@@ -197,7 +197,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
     # -- after the fit ---------------------------------------------------------
     def _apply(self, X, method):
         check_is_fitted(self, "estimator_")
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return getattr(self.estimator_, method)(X)
         X = check_input(self, X, reset=False, dtype=None)
         tail, dtype = self._declared(method)
@@ -274,22 +274,12 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
         """
         return self._apply(X, "transform")
 
-    def score(self, X, y):
-        """Accuracy (classifiers) or R^2 (regressors); one pass on dask input.
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        score : float
-        """
+    def _score_in_memory(self, X, y):
         check_is_fitted(self, "estimator_")
-        if not _graph.is_dask(X):
-            y = in_memory(y)
-            return self.estimator_.score(X, y)
+        return self.estimator_.score(X, in_memory(y))
+
+    def _score_plan(self, X):
+        check_is_fitted(self, "estimator_")
         if not (is_classifier(self.estimator_) or is_regressor(self.estimator_)):
             raise ValueError(
                 f"score on dask input needs a classifier or a regressor; {type(self.estimator_).__name__} "
@@ -297,8 +287,7 @@ class Incremental(MetaEstimatorMixin, BaseEstimator):
             )
         X = check_input(self, X, reset=False, dtype=None)
         kind = "accuracy" if is_classifier(self.estimator_) else "r2"
-        state = MethodCall(self.estimator_, "predict", np.dtype(self._declared("predict")[1]))
-        return lazy_score(X, y, call_method, state, kind)
+        return X, call_method, MethodCall(self.estimator_, "predict", np.dtype(self._declared("predict")[1])), kind
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

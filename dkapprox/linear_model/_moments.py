@@ -29,9 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+from .._random import GOLDEN, splitmix64
 
 
 def hashed_folds(rows, n_folds, key):
@@ -40,13 +38,7 @@ def hashed_folds(rows, n_folds, key):
     A pure function of the row index and the key, so folds never depend on
     how the data is chunked or on the number of workers.
     """
-    z = np.asarray(rows, dtype=np.uint64) + np.uint64(key)
-    z = z * _GOLDEN  # uint64 arrays wrap around, as the hash intends
-    z ^= z >> np.uint64(30)
-    z *= _MIX1
-    z ^= z >> np.uint64(27)
-    z *= _MIX2
-    z ^= z >> np.uint64(31)
+    z = splitmix64((np.asarray(rows, dtype=np.uint64) + np.uint64(key)) * GOLDEN)
     return (z % np.uint64(n_folds)).astype(np.intp)
 
 
@@ -177,7 +169,12 @@ def _zeros(K, d, t, dtype=np.float64):
 
 
 def combine_moments(parts):
-    """Fold partial Moments (same folds) into one, exactly."""
+    """Fold partial Moments (same folds) into one, exactly.
+
+    Chan et al.'s update (:func:`dkapprox._stats.merge_moments`) for weighted
+    co-moment matrices per fold, in its direct form: every part's mean is
+    folded against the final mean at once, one einsum per part.
+    """
     parts = list(parts)
     count = sum(p.count for p in parts)
     weight = sum(p.weight for p in parts)

@@ -9,17 +9,24 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 from threadpoolctl import threadpool_limits
 
-from .. import _graph
+from .. import _lazy
+from .._sklearn_compat import Interval
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
-from ._streaming import check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict, lazy_score
-from ._targets import (ClassifierState, LinearState, NumericTargets, OneVsAllTargets, decision_block,
-                       label_block, linear_predict)
+from ._streaming import StreamedScore, check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict
+from ._targets import (
+    ClassifierState,
+    LinearState,
+    NumericTargets,
+    OneVsAllTargets,
+    decision_block,
+    label_block,
+    linear_predict,
+)
 
 
 class _StreamingRidge(BaseEstimator):
@@ -42,8 +49,8 @@ class _StreamingRidge(BaseEstimator):
                 "Number of targets and number of penalties do not correspond: "
                 f"{alpha.size} != {B.shape[1]}"
             )
-        # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS on two threads made
-        # a 200-feature Cholesky take 400 ms instead of 1 ms (both spinning on two cores, measured)
+        # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS pool fights it for the
+        # cores and a millisecond's Cholesky takes hundreds (benchmarks/bench_blas_threads.py)
         with threadpool_limits(1):
             W, self.solver_ = solve_ridge(A, B, alpha if alpha.size > 1 else alpha[0])
         coef = W.T.astype(dtype)
@@ -69,7 +76,7 @@ class _StreamingRidge(BaseEstimator):
         return tags
 
 
-class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
+class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _StreamingRidge):
     """Prediction and scoring of the ridge regressors (Ridge, RidgeCV)."""
 
     def predict(self, X):
@@ -85,29 +92,17 @@ class _StreamingRegressor(MultiOutputMixin, RegressorMixin, _StreamingRidge):
         """
         X = self._check_predict_input(X)
         state = LinearState(self.coef_, self.intercept_)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return linear_predict(X, state)
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
                             method="predict")
 
-    def score(self, X, y):
-        """R^2 of the prediction (averaged over targets); one pass on dask input.
+    def _score_in_memory(self, X, y):
+        return RegressorMixin.score(self, X, in_memory(y))
 
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        score : float
-        """
-        if not _graph.is_dask(X):
-            y = in_memory(y)
-            return RegressorMixin.score(self, X, y)
-        X = self._check_predict_input(X)
-        return lazy_score(X, y, linear_predict, LinearState(self.coef_, self.intercept_), "r2")
+    def _score_plan(self, X):
+        return self._check_predict_input(X), linear_predict, LinearState(self.coef_, self.intercept_), "r2"
 
 
 class Ridge(_StreamingRegressor):
@@ -204,7 +199,7 @@ class Ridge(_StreamingRegressor):
         return self
 
 
-class RidgeClassifier(ClassifierMixin, _StreamingRidge):
+class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     """Classifier using ridge regression on +1/-1 targets, fitted in one pass over dask arrays.
 
     The same model as :class:`sklearn.linear_model.RidgeClassifier`: each
@@ -318,7 +313,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             For two classes, the score of ``classes_[1]``.
         """
         X = self._check_predict_input(X)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return decision_block(X, self._state())
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, decision_block, self._state(), tail=tail,
@@ -337,7 +332,7 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             A label per row; an indicator matrix for multilabel targets.
         """
         X = self._check_predict_input(X)
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             return label_block(X, self._state())
         if self._binarizer is not None:
             tail, dtype = (len(self.classes_),), np.dtype(int)
@@ -345,23 +340,11 @@ class RidgeClassifier(ClassifierMixin, _StreamingRidge):
             tail, dtype = (), self.classes_.dtype
         return lazy_predict(self, X, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
 
-    def score(self, X, y):
-        """Mean accuracy (subset accuracy for multilabel); one pass on dask input.
+    def _score_in_memory(self, X, y):
+        return ClassifierMixin.score(self, X, in_memory(y))
 
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_classes)
-
-        Returns
-        -------
-        score : float
-        """
-        if not _graph.is_dask(X):
-            y = in_memory(y)
-            return ClassifierMixin.score(self, X, y)
-        X = self._check_predict_input(X)
-        return lazy_score(X, y, label_block, self._state(), "accuracy")
+    def _score_plan(self, X):
+        return self._check_predict_input(X), label_block, self._state(), "accuracy"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -10,17 +10,16 @@ fold is scored on the driver without reading a row again.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _num_samples
 from threadpoolctl import threadpool_limits
 
+from .._sklearn_compat import Interval, StrOptions, num_samples
+from .._system import available_cpus
 from ._moments import hashed_folds, pool_folds, without_folds
 from ._ridge import _StreamingRegressor
 from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
@@ -71,7 +70,7 @@ class HashedKFold(BaseCrossValidator):
         return hashed_folds(np.arange(n_samples), self.n_splits, fold_key(self.random_state))
 
     def _iter_test_masks(self, X=None, y=None, groups=None):
-        folds = self.folds(_num_samples(X))
+        folds = self.folds(num_samples(X))
         for k in range(self.n_splits):
             yield folds == k
 
@@ -208,13 +207,12 @@ class RidgeCV(_StreamingRegressor):
         """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
 
         Each solve runs on one BLAS thread and the folds run in parallel
-        threads (LAPACK releases the GIL): letting NumPy's and SciPy's
-        OpenBLAS each spin two threads on two cores made the 50 solves of a
-        1024-feature grid take 14 s instead of 0.9 s (measured).
+        threads (LAPACK releases the GIL): NumPy's and SciPy's OpenBLAS each
+        spinning a thread per core fight over the cores and make the solves
+        an order of magnitude slower (benchmarks/bench_blas_threads.py).
         """
         train = without_folds(folds, total)
-        workers = min(self.n_folds, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1)
+        workers = min(self.n_folds, available_cpus())
         with threadpool_limits(1), ThreadPoolExecutor(max_workers=workers) as pool:
             per_fold = pool.map(lambda k: self._fold_scores(train.fold(k), folds.fold(k), alphas, scoring),
                                 range(self.n_folds))

@@ -69,8 +69,8 @@ def solve_ridge_path(A, B, alphas):
     One tridiagonal reduction A = Q T Q^T (LAPACK sytrd, 4/3 d^3 flops) serves
     every alpha: each is then a tridiagonal solve (T + alpha I) x = Q^T B, and
     Q is applied to all the solutions at once.  Ten Cholesky factorizations
-    cost 10/3 d^3; at d = 1024 this is about half the time (measured on one
-    BLAS thread: 0.11 + 0.03 s against 0.22 s), which is most of what a
+    cost 10/3 d^3, so the path takes about half their time
+    (benchmarks/bench_blas_threads.py), which is most of what a
     cross-validation adds to a fit on the driver.  An alpha for which
     T + alpha I fails the pivot test of :func:`solve_ridge` (numerically
     singular) is solved by :func:`solve_ridge` itself (eigh).

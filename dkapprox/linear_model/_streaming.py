@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import validate_data
 
-from .. import _graph
+from .. import _graph, _lazy
+from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
+from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
 from ._moments import MomentsSpec, block_moments, combine_moments
 from ._targets import union_labels, unique_labels_block
@@ -27,12 +29,12 @@ SPLIT_EVERY = 8
 
 def as_targets(y):
     """Targets as a dask array (from dask or zarr, 1-D or 2-D) or as NumPy."""
-    return _graph.targets_as_dask(y) if _graph.is_dask(y) else np.asarray(y)
+    return _lazy.targets_as_dask(y) if _lazy.is_lazy(y) else np.asarray(y)
 
 
 def in_memory(y):
     """``y`` as NumPy: computed if it is a dask or zarr array (used when X is in memory)."""
-    return _graph.compute(_graph.targets_as_dask(y))[0] if _graph.is_dask(y) else y
+    return _lazy.compute(_lazy.targets_as_dask(y))[0] if _lazy.is_lazy(y) else y
 
 
 def check_Xy(estimator, X, y, *, y_numeric):
@@ -41,7 +43,7 @@ def check_Xy(estimator, X, y, *, y_numeric):
         raise ValueError(
             f"This {type(estimator).__name__} estimator requires y to be passed, but the target y is None."
         )
-    if not _graph.is_dask(X):
+    if not _lazy.is_lazy(X):
         y = in_memory(y)  # X is in memory, so its targets fit too
         X, y = validate_data(estimator, X, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
                              multi_output=True, y_numeric=y_numeric)
@@ -72,7 +74,8 @@ def check_sample_weight(sample_weight, X, lazy):
             raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
         return None, weight
     if not lazy:
-        return _check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True), None
+        weights = sklearn_check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True)
+        return weights, None
     weights = as_targets(sample_weight)
     if weights.ndim != 1:
         raise ValueError("Sample weights must be 1D array or scalar")
@@ -94,7 +97,7 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
         # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
         reduced = _graph.reduce_aligned_rows(arrays, block_moments, combine_moments, spec,
                                              split_every=SPLIT_EVERY, running=True)
-        return _graph.compute(reduced)[0]
+        return _lazy.compute(reduced, arrays=arrays)[0]
     rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
     parts = [block_moments(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
@@ -103,16 +106,16 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
 
 def distinct_labels(y):
     """Sorted class labels of in-memory or dask ``y`` (one pass over y, never over X)."""
-    if not _graph.is_dask(y):
+    if not _lazy.is_lazy(y):
         return unique_labels_block(0, None, y)
-    y = _graph.targets_as_dask(y)
-    return _graph.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
+    y = _lazy.targets_as_dask(y)
+    return _lazy.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
 
 
 def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
     """``block_fn(block, state)`` over the row blocks of a checked dask ``X``, lazily."""
     name = f"{type(estimator).__name__.lower()}-{method}"
-    return _graph.map_row_blocks(X, block_fn, state, tail=tail, dtype=dtype, name=name)
+    return _graph.map_rows(X, block_fn, state, n_out=tail, dtype=dtype, name=name)
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,8 @@ def combine_accuracy(parts):
 
 
 def combine_r2(parts):
-    count = sum(p[0] for p in parts)
-    mean = sum(p[0] * p[1] for p in parts) / max(count, 1)
-    m2 = sum(p[2] + p[0] * (p[1] - mean) ** 2 for p in parts)
-    return count, mean, m2, sum(p[3] for p in parts)
+    """(rows, mean of y, M2 of y, squared error) of several blocks: the moments' fold, errors summed."""
+    return combine_block_moments(parts)
 
 
 def lazy_score(X, y, predict, state, kind):
@@ -156,10 +157,37 @@ def lazy_score(X, y, predict, state, kind):
     spec = ScoreSpec(predict, state, kind)
     y = as_targets(y)
     combine = combine_accuracy if kind == "accuracy" else combine_r2
-    result = _graph.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec))[0]
+    result = _lazy.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec), arrays=[X, y])[0]
     if kind == "accuracy":
         return result[1] / result[0]
     _, _, m2, sse = result
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = np.where(m2 > 0, 1.0 - sse / m2, np.where(sse == 0, 1.0, 0.0))
     return float(np.mean(r2))
+
+
+class StreamedScore:
+    """``score`` for the streaming learners: scikit-learn's on in-memory ``X``, one pass over dask ``X``.
+
+    A learner says how to score in memory (``_score_in_memory(X, y)``, ``y``
+    possibly a dask array: bring it to memory with :func:`in_memory`) and
+    what to map over dask blocks (``_score_plan(X)`` -> checked ``X``, the
+    block predict function, its state and ``'r2'`` or ``'accuracy'``).
+    """
+
+    def score(self, X, y):
+        """Accuracy (classifiers) or R^2 averaged over targets (regressors); one pass on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        score : float
+        """
+        if not _lazy.is_lazy(X):
+            return self._score_in_memory(X, y)
+        X, predict, state, kind = self._score_plan(X)
+        return lazy_score(X, y, predict, state, kind)

@@ -7,17 +7,18 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import Nystroem as _SkNystroem
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array
 
-from .. import _graph
+from .. import _lazy
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import StrOptions
 from .._validation import FLOAT_DTYPES
-from .kernels import Kernel, NystroemState, nystroem_features
+from ._rows import row_source
+from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt
-from .rows import row_source
 
 
 class Nystroem(BlockwiseTransformer):
@@ -139,6 +140,15 @@ default='uniform'
     (10000, 64)
     """
 
+    _cli_name = "nystroem"
+
+    def _exact_kernel(self):
+        if is_precomputed(self.kernel):
+            raise ValueError("A Nystroem on a precomputed kernel has no kernel to compare with: pass kernel=.")
+        # a callable kernel is scikit-learn's k(x, y) -> float, evaluated pairwise
+        metric, params = self.kernel, kernel_params(self)
+        return lambda Xs: pairwise_kernels(Xs, metric=metric, **params)
+
     _parameter_constraints = {
         **_SkNystroem._parameter_constraints,
         "landmarks": [StrOptions(set(SELECTORS)), "array-like"],
@@ -203,8 +213,8 @@ default='uniform'
         if self.landmark_params:
             raise ValueError("landmark_params has no options for an array of landmarks.")
         given = self.landmarks
-        if _graph.is_dask(given):
-            given = _graph.compute(_graph.as_dask(given))[0]
+        if _lazy.is_lazy(given):
+            given = _lazy.compute(_lazy.as_dask(given))[0]
         given = check_array(given, accept_sparse="csr", dtype=FLOAT_DTYPES, input_name="landmarks")
         if given.shape[1] != X.shape[1]:
             raise ValueError(
@@ -229,7 +239,7 @@ default='uniform'
                              np.ascontiguousarray(self.normalization_.T, dtype=dtype))
 
     def _transform(self, X, X_orig):
-        if not _graph.is_dask(X) and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
+        if not _lazy.is_lazy(X) and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
             state = self._state(X.dtype)
             state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
             return super()._transform(X, X_orig, state=state)

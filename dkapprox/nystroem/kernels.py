@@ -70,7 +70,7 @@ class Kernel:
     params: tuple = ()
 
     @classmethod
-    def of(cls, estimator) -> "Kernel":
+    def of(cls, estimator) -> Kernel:
         return cls(estimator.kernel, tuple(sorted(kernel_params(estimator).items())))
 
     @property

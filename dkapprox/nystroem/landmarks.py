@@ -1,8 +1,8 @@
 """Landmark selectors: small objects behind one interface, choosing by global row index.
 
 ``selector.select(rows, n_components, kernel, random_state) -> Landmarks``
-where ``rows`` is an :class:`~dkapprox.nystroem.rows.InMemoryRows` or
-:class:`~dkapprox.nystroem.rows.DaskRows`. Every random choice is a function
+where ``rows`` is an :class:`~dkapprox.nystroem._rows.InMemoryRows` or
+:class:`~dkapprox.nystroem._rows.DaskRows`. Every random choice is a function
 of the seed and of global row indices only, so no random choice depends on
 how a dask array is chunked. k-means labels and leverage scores are computed
 from products whose last bits depend on a block's shape and on the BLAS
@@ -37,6 +37,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
+from .._random import GOLDEN, splitmix64
 from .kernels import Kernel, row_slices
 from .normalization import symmetric_eig
 
@@ -162,7 +163,6 @@ class KMeans:
 
 
 # -- ridge leverage scores ---------------------------------------------------
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def row_uniforms(key: int, rows) -> np.ndarray:
@@ -171,12 +171,7 @@ def row_uniforms(key: int, rows) -> np.ndarray:
     A counter-based draw: the number of a row depends on the key and the row
     index only, never on which block the row is in.
     """
-    z = (np.asarray(rows, dtype=np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(key)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
+    z = splitmix64((np.asarray(rows, dtype=np.uint64) + np.uint64(1)) * GOLDEN + np.uint64(key))
     return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
 
 

@@ -25,10 +25,11 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
 
 from .._base import BlockwiseTransformer
+from .._sklearn_compat import Interval
 
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -135,6 +136,10 @@ class RandomBinningFeatures(BlockwiseTransformer):
     >>> bool(np.abs((Z @ Z.T).toarray() - laplacian_kernel(X, gamma=0.5)).max() < 0.1)
     True
     """
+
+    def _exact_kernel(self):
+        gamma = self.gamma
+        return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=gamma)
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, 2**32, closed="both")],

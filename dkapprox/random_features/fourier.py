@@ -14,11 +14,12 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 
 from .._base import BlockwiseTransformer
-from . import sampling
+from .._sklearn_compat import Interval, StrOptions
+from ..kernel_approximation.rbf import cos_features
+from . import _sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum
 
@@ -44,10 +45,7 @@ def random_fourier_features(block, state):
         proj = safe_sparse_dot(block, state.weights)
     n_freq = proj.shape[1]
     if state.offset is not None:
-        proj += state.offset
-        np.cos(proj, out=proj)
-        proj *= math.sqrt(2.0 / n_freq)  # a Python float keeps float32
-        return proj
+        return cos_features(proj, state.offset)
     out = np.empty((proj.shape[0], 2 * n_freq), dtype=proj.dtype)
     np.cos(proj, out=out[:, :n_freq])
     np.sin(proj, out=out[:, n_freq:])
@@ -170,6 +168,9 @@ class RandomFourierFeatures(BlockwiseTransformer):
     True
     """
 
+    def _exact_kernel(self):
+        return Spectrum(self.kernel, float(self.gamma), float(self.nu), float(self.length_scale)).kernel_matrix
+
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
@@ -213,18 +214,18 @@ class RandomFourierFeatures(BlockwiseTransformer):
                     f"{self.kernel} kernel's product spectrum: unbiased, but with several times the "
                     f"error of sampling='iid' at equal n_components; sampling='qmc' is both accurate "
                     f"and cheap for this kernel.", UserWarning, stacklevel=3)
-            proj = sampling.structured(rs, spectrum, n_features, n_freq)
+            proj = _sampling.structured(rs, spectrum, n_features, n_freq)
             self.hadamard_signs_ = proj.signs
             self.row_scales_ = proj.row_scales
             self.input_scales_ = proj.input_scales
         elif self.sampling == "qmc":
             n_uniforms = n_features + spectrum.n_extra_uniforms
-            U = sampling.qmc_uniform(rs, n_freq, n_uniforms + with_offset)
+            U = _sampling.qmc_uniform(rs, n_freq, n_uniforms + with_offset)
             self.random_weights_ = spectrum.from_uniform(U[:, :n_uniforms])
             if with_offset:
                 offset = 2.0 * np.pi * U[:, n_uniforms]
         else:
-            draw = sampling.gaussian_iid if self.sampling == "iid" else sampling.gaussian_orthogonal
+            draw = _sampling.gaussian_iid if self.sampling == "iid" else _sampling.gaussian_orthogonal
             self.random_weights_ = draw(rs, n_features, n_freq) * spectrum.scales(rs, n_freq, n_features)
         if with_offset and self.sampling != "qmc":  # after the weights: RBFSampler's order
             offset = rs.uniform(0, 2 * np.pi, size=n_freq)

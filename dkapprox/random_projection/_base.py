@@ -9,12 +9,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
 from sklearn.exceptions import DataDimensionalityWarning
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.random_projection import BaseRandomProjection as _SkBase
 from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph
+from .. import _graph, _lazy
 from .._base import BlockwiseTransformer
 
 
@@ -31,13 +32,16 @@ def project(block, state):
 class BaseRandomProjection(BlockwiseTransformer):
     """Base of the random projections: subclasses only make their matrix."""
 
+    def _exact_kernel(self):
+        return lambda Xs: pairwise_kernels(Xs, metric="linear")  # a projection keeps inner products
+
     _parameter_constraints = dict(_SkBase._parameter_constraints)
     _block_fn = staticmethod(project)
 
     def _fit(self, X):
         n_features = X.shape[1]
         if self.n_components == "auto":
-            n_samples = _graph.row_count(X) if _graph.is_dask(X) else X.shape[0]
+            n_samples = sum(_graph.row_sizes(X)) if _lazy.is_lazy(X) else X.shape[0]
             self.n_components_ = int(johnson_lindenstrauss_min_dim(n_samples=n_samples, eps=self.eps))
             if self.n_components_ <= 0:
                 raise ValueError(
@@ -93,10 +97,10 @@ class BaseRandomProjection(BlockwiseTransformer):
         check_is_fitted(self)
         inverse = (self.inverse_components_ if self.compute_inverse_components
                    else self._compute_inverse_components())
-        if not _graph.is_dask(X):
+        if not _lazy.is_lazy(X):
             X = check_array(X, dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
             return X @ inverse.T
-        X = _graph.as_dask(X)
+        X = _lazy.as_dask(X)
         if X.ndim != 2 or X.shape[1] != self.n_components_:
             raise ValueError(
                 f"X has shape {X.shape}, but {type(self).__name__}.inverse_transform is expecting "

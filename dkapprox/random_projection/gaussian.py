@@ -48,6 +48,7 @@ class GaussianRandomProjection(BaseRandomProjection):
     (1000, 20)
     """
 
+    _cli_name = "gaussian"
     _parameter_constraints = dict(_SkGaussian._parameter_constraints)
 
     def __init__(self, n_components="auto", *, eps=0.1, compute_inverse_components=False, random_state=None):

@@ -2,42 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-import scipy.sparse as sp
 from sklearn.random_projection import SparseRandomProjection as _SkSparse
-from sklearn.utils import check_random_state
-from sklearn.utils.random import sample_without_replacement
 
+from .._sklearn_compat import check_density, sparse_random_matrix
 from ._base import BaseRandomProjection, ProjectionState
-
-
-def check_density(density, n_features):
-    if density == "auto":
-        return 1 / np.sqrt(n_features)
-    if density <= 0 or density > 1:
-        raise ValueError("Expected density in range ]0, 1], got: %r" % density)
-    return density
-
-
-def sparse_random_matrix(n_components, n_features, density="auto", random_state=None):
-    """Entries +-sqrt(1/density)/sqrt(n_components) with probability density/2 each.
-
-    Draws the same numbers as scikit-learn: per row a binomial count and a
-    sample of column indices, then all signs in one call at the end.
-    """
-    density = check_density(density, n_features)
-    rs = check_random_state(random_state)
-    if density == 1:
-        return (rs.binomial(1, 0.5, (n_components, n_features)) * 2 - 1) / np.sqrt(n_components)
-    indices, indptr = [], [0]
-    for _ in range(n_components):
-        nnz = rs.binomial(n_features, density)
-        indices.append(sample_without_replacement(n_features, nnz, random_state=rs))
-        indptr.append(indptr[-1] + nnz)
-    indices = np.concatenate(indices)
-    data = rs.binomial(1, 0.5, size=np.size(indices)) * 2 - 1
-    components = sp.csr_matrix((data, indices, indptr), shape=(n_components, n_features))
-    return np.sqrt(1 / density) / np.sqrt(n_components) * components
 
 
 class SparseRandomProjection(BaseRandomProjection):
@@ -75,6 +43,7 @@ class SparseRandomProjection(BaseRandomProjection):
     (100, 30)
     """
 
+    _cli_name = "sparse"
     _parameter_constraints = dict(_SkSparse._parameter_constraints)
 
     def __init__(self, n_components="auto", *, density="auto", eps=0.1, dense_output=False,

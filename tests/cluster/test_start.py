@@ -95,7 +95,7 @@ def _raw_tls_exchange(address, ca, cert=None, key=None):
             with ctx.wrap_socket(raw, server_hostname=host) as tls:
                 tls.settimeout(0.5)
                 return "closed" if tls.recv(1) == b"" else "data"
-        except socket.timeout:
+        except TimeoutError:
             return "open"  # the scheduler accepted us and waits for a dask message
         except (ssl.SSLError, ConnectionResetError) as exc:
             return f"refused: {exc}"

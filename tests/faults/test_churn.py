@@ -30,8 +30,21 @@ from concurrent.futures import ThreadPoolExecutor
 import dask
 import numpy as np
 import pytest
-from _faults import (OUTSTANDING, Removals, checksum, input_blocks, input_rows, removed_workers, restore,
-                     running_workers, sigkill, slow_input, slow_target, task_states, wait_for_running)
+from _faults import (
+    OUTSTANDING,
+    Removals,
+    checksum,
+    input_blocks,
+    input_rows,
+    removed_workers,
+    restore,
+    running_workers,
+    sigkill,
+    slow_input,
+    slow_target,
+    task_states,
+    wait_for_running,
+)
 from distributed import as_completed
 from distributed.chaos import KillWorker
 from sklearn.pipeline import make_pipeline

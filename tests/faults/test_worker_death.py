@@ -24,9 +24,21 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _estimators import CONTRACT_ESTIMATORS
-from _faults import (busiest_worker, differing_bytes, executed_keys, input_rows, recomputed, running_workers,
-                     sigkill, slow_input, slow_target, task_states, wait_for_progress, wait_for_running,
-                     wait_until_idle)
+from _faults import (
+    busiest_worker,
+    differing_bytes,
+    executed_keys,
+    input_rows,
+    recomputed,
+    running_workers,
+    sigkill,
+    slow_input,
+    slow_target,
+    task_states,
+    wait_for_progress,
+    wait_for_running,
+    wait_until_idle,
+)
 from dask.base import tokenize
 from dask.utils import key_split
 from distributed import futures_of, get_task_stream
@@ -250,7 +262,8 @@ def test_a_scattered_state_is_lost_when_every_worker_dies_and_the_shipped_state_
 
     # the same block function over the same state, the state scattered (kept only by the workers)
     scattered = client.scatter(state, broadcast=False)
-    lost = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[scattered.key].run_spec is None)
+    key = scattered.key  # (a lambda naming `scattered`, deleted further down, reads to ruff as undefined)
+    lost = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[key].run_spec is None)
     assert lost  # the scheduler has no recipe for scattered data
     name = f"scattered-transform-{tokenize(X.name, scattered.key)}"
     Zs = da.map_blocks(_graph._run_block, X, scattered, type(est)._block_fn, None, chunks=Z.chunks,

@@ -18,8 +18,7 @@ from sklearn.linear_model import SGDRegressor
 from dkapprox.errors import InputMissingError, ModelFileError, OutputExistsError
 from dkapprox.io import describe, fingerprint, load, save
 from dkapprox.io._state_codec import public_estimators
-from dkapprox.kernel_approximation import (AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler,
-                                           SkewedChi2Sampler)
+from dkapprox.kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from dkapprox.linear_model import Incremental, Ridge, RidgeClassifier, RidgeCV
 from dkapprox.nystroem import Nystroem
 from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeatures

@@ -8,9 +8,9 @@ import tracemalloc
 import dask.array as da
 import numpy as np
 import pytest
-from _rounding import transform_by_blocks
 import zarr
 from _io_helpers import make_store
+from _rounding import transform_by_blocks
 
 from dkapprox.errors import IncompleteStoreError, InputDataError, InputMissingError
 from dkapprox.io import open_array, write_features
@@ -113,7 +113,8 @@ def test_the_chunk_cap_is_configurable(input_store):
     (_v3_json(shape=[10, 10, 10], chunk_grid={"name": "regular", "configuration": {"chunk_shape": [5, 5, 5]}}),
      "expected a 2-D array"),
     (_v3_json(shape=[-5, 10]), "broken Zarr metadata"),
-    (_v3_json(chunk_grid={"name": "regular", "configuration": {"chunk_shape": [0, 10]}}), r"invalid shape \(1000, 10\) or chunks \(0, 10\)"),
+    (_v3_json(chunk_grid={"name": "regular", "configuration": {"chunk_shape": [0, 10]}}),
+     r"invalid shape \(1000, 10\) or chunks \(0, 10\)"),
     (_v3_json(codecs=[{"name": "no-such-codec"}]), "broken Zarr metadata"),
     (_v3_json(shape=[10**9, 10**9], chunk_grid={"name": "regular", "configuration": {"chunk_shape": [10**6, 10**6]}}),
      "max_chunk_bytes"),

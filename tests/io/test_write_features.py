@@ -14,7 +14,7 @@ from _rounding import transform_by_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dkapprox.errors import (IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError)
+from dkapprox.errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from dkapprox.io import describe, fingerprint, open_array, open_features, write_features
 from dkapprox.io.writer import _storable
 from dkapprox.kernel_approximation import RBFSampler

@@ -3,20 +3,10 @@
 import functools
 
 import pytest
-from sklearn.linear_model import SGDClassifier, SGDRegressor
+from _estimators import check_estimators
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-from dkapprox.linear_model import Incremental, Ridge, RidgeClassifier, RidgeCV
-
-ESTIMATORS = [
-    Ridge(),
-    Ridge(fit_intercept=False),
-    RidgeCV(n_folds=3, random_state=0),
-    RidgeClassifier(),
-    # NumPy input is one block, so an epoch is one partial_fit: enough epochs to learn
-    Incremental(SGDClassifier(random_state=0), n_epochs=20, random_state=0),
-    Incremental(SGDRegressor(random_state=0), n_epochs=20, random_state=0),
-]
+ESTIMATORS = check_estimators("linear_model")
 
 # Checks that can only skip here: the array API (these learners take NumPy, sparse and dask
 # arrays) and predict_proba (RidgeClassifier has none, as in scikit-learn).

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dkapprox import _graph
+from dkapprox import _graph, _lazy
 
 
 def offsets_and_rows(row_start, state, block):
@@ -28,19 +28,19 @@ def test_row_sizes_known_and_unknown():
 def test_take_rows_in_the_requested_order(chunks):
     X = np.random.default_rng(0).random((60, 3))
     indices = np.array([59, 0, 13, 14, 7, 13, 58])
-    got = _graph.compute(_graph.take_rows(da.from_array(X, chunks=chunks), indices))[0]
+    got = _lazy.compute(_graph.take_rows(da.from_array(X, chunks=chunks), indices))[0]
     np.testing.assert_array_equal(got, X[indices])
 
 
 def test_take_rows_of_sparse_blocks_and_unknown_sizes():
     X = sp.random(40, 6, density=0.3, format="csr", random_state=0)
     lazy = da.from_array(X, chunks=(9, 6), asarray=False)
-    got = _graph.compute(_graph.take_rows(lazy, [3, 39, 10]))[0]
+    got = _lazy.compute(_graph.take_rows(lazy, [3, 39, 10]))[0]
     assert sp.isspmatrix_csr(got) or isinstance(got, sp.csr_array)
     np.testing.assert_array_equal(got.toarray(), X[[3, 39, 10]].toarray())
     dense = da.from_array(X.toarray(), chunks=9)
     unknown = dense[dense[:, 0] >= 0]
-    np.testing.assert_array_equal(_graph.compute(_graph.take_rows(unknown, [5, 1]))[0], X[[5, 1]].toarray())
+    np.testing.assert_array_equal(_lazy.compute(_graph.take_rows(unknown, [5, 1]))[0], X[[5, 1]].toarray())
     with pytest.raises(IndexError):
         _graph.take_rows(dense, [40])
 
@@ -51,7 +51,7 @@ def test_declared_row_sizes_give_every_block_its_global_offset():
     unknown = lazy[lazy[:, 0] >= 0]
     declared = _graph.with_row_sizes(unknown, _graph.row_sizes(unknown))
     assert declared.chunks == ((10,) * 10 + (3,), (1, 1)) and declared.name == unknown.name
-    got = _graph.compute(_graph.reduce_aligned_rows([declared], offsets_and_rows, concatenate, {"scale": 2.0}))[0]
+    got = _lazy.compute(_graph.reduce_aligned_rows([declared], offsets_and_rows, concatenate, {"scale": 2.0}))[0]
     assert [(s, n) for s, n, _ in got] == [(s, min(10, 103 - s)) for s in range(0, 103, 10)]
     np.testing.assert_allclose([v for *_, v in got], [2 * X[s:s + 10, 0].sum() for s in range(0, 103, 10)])
     with pytest.raises(ValueError, match="3 row sizes for an array of 11 row blocks"):

@@ -6,8 +6,8 @@ import cloudpickle
 import dask.array as da
 import numpy as np
 import pytest
-from _rounding import assert_chunking_promise, transform_by_blocks
 import scipy.sparse as sp
+from _rounding import assert_chunking_promise, transform_by_blocks
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels, rbf_kernel
 
 from dkapprox.nystroem import Nystroem

@@ -5,8 +5,8 @@ import pytest
 from scipy.linalg import hadamard
 
 from dkapprox.random_features import RandomFourierFeatures
+from dkapprox.random_features._sampling import structured
 from dkapprox.random_features.hadamard import StructuredProjection, dense_matrix, fwht, structured_project
-from dkapprox.random_features.sampling import structured
 from dkapprox.random_features.spectra import Spectrum
 
 # structured sampling of the product spectra warns on purpose (tested below)

@@ -1,18 +1,9 @@
 """scikit-learn's own estimator checks on representative random-feature configurations."""
 
+from _estimators import check_estimators
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeatures
-
-ESTIMATORS = [
-    RandomFourierFeatures(n_components=20, random_state=0),
-    RandomFourierFeatures(n_components=20, kernel="laplacian", features="sincos", sampling="orthogonal",
-                          random_state=0),
-    RandomFourierFeatures(n_components=20, kernel="matern", nu=2.5, sampling="structured", random_state=0),
-    RandomFourierFeatures(n_components=20, kernel="cauchy", features="sincos", sampling="qmc", random_state=0),
-    RandomBinningFeatures(n_components=64, n_grids=8, random_state=0),
-    RandomBinningFeatures(n_components=64, n_grids=8, dense_output=True, random_state=0),
-]
+ESTIMATORS = check_estimators("random_features")
 
 
 # These checks set n_components=1, which features='sincos' rejects on purpose (a frequency

@@ -7,7 +7,7 @@ from sklearn.gaussian_process.kernels import Matern
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from dkapprox.random_features import cauchy_kernel
-from dkapprox.random_features.sampling import gaussian_iid
+from dkapprox.random_features._sampling import gaussian_iid
 from dkapprox.random_features.spectra import Spectrum
 
 N_FEATURES = 3

@@ -10,7 +10,7 @@ from scipy import stats
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 
 from dkapprox.random_features import RandomFourierFeatures
-from dkapprox.random_features.sampling import gaussian_orthogonal
+from dkapprox.random_features._sampling import gaussian_orthogonal
 from dkapprox.random_features.spectra import Spectrum
 
 # structured sampling of the product spectra warns on purpose (tested below)

@@ -97,7 +97,7 @@ def open_array(source, component=None, *, max_chunks=10_000_000, max_chunk_bytes
         output = _output_holding(node)
         if output is not None:
             require_complete(output, where)
-    return as_dask(node, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
+    return zarr_as_dask(node, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
 
 
 def open_features(path, *, allow_incomplete=False, storage_options=None):
@@ -142,7 +142,7 @@ def open_features(path, *, allow_incomplete=False, storage_options=None):
                              f"kind '{OUTPUT_KIND}'); use dkapprox.io.open_array for other Zarr arrays.")
     if not allow_incomplete:
         require_complete(node, where)
-    return as_dask(node[FEATURES], f"{where}/{FEATURES}", max_chunks=math.inf, max_chunk_bytes=math.inf)
+    return zarr_as_dask(node[FEATURES], f"{where}/{FEATURES}", max_chunks=math.inf, max_chunk_bytes=math.inf)
 
 
 # -- opening ---------------------------------------------------------------------
@@ -207,7 +207,7 @@ def _is_group(node) -> bool:
     return isinstance(node, zarr.Group)
 
 
-def check_array(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
+def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
     """Shape, chunks and dtype of a zarr array, refused unless usable; Python ints only."""
     with reading(where):
         shape = tuple(int(s) for s in z.shape)
@@ -236,12 +236,12 @@ def check_array(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
     return shape, chunks, dtype
 
 
-def as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
+def zarr_as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
     """A checked zarr array as a dask array aligned to its chunks (read lazily, lock-free)."""
     import dask.array as da
     from dask.base import tokenize
 
-    shape, chunks, dtype = check_array(z, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
+    shape, chunks, dtype = check_zarr_metadata(z, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
     with reading(where):
         metadata = json.dumps(z.metadata.to_dict(), sort_keys=True, default=str)
     name = f"zarr-{tokenize(where, metadata)}"

@@ -11,7 +11,7 @@ the same for both kinds of input (dask input with unknown chunk sizes: +1).
 
 from __future__ import annotations
 
-from .. import _graph
+from .. import _graph, _lazy
 
 
 class InMemoryRows:
@@ -68,14 +68,14 @@ class DaskRows:
     def take(self, indices):
         lazy = _graph.take_rows(self.X, indices, sizes=self.sizes)
         self.passes += 1
-        return _graph.compute(lazy)[0]
+        return _lazy.compute(lazy, arrays=[self.X])[0]
 
     def reduce(self, chunk_fn, combine_fn, state):
         if self._sizes is None:  # every block must know its global row offset
             self._sizes = self.sizes
         lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state)
         self.passes += 1
-        return _graph.compute(lazy)[0]
+        return _lazy.compute(lazy, arrays=[self.X])[0]
 
 
 def _checked(block, check):
@@ -85,4 +85,4 @@ def _checked(block, check):
 
 def row_source(X, check=None):
     """Rows of ``X``; ``check`` runs on the blocks of dask input (NumPy input is validated whole)."""
-    return DaskRows(X, check) if _graph.is_dask(X) else InMemoryRows(X)
+    return DaskRows(X, check) if _lazy.is_lazy(X) else InMemoryRows(X)

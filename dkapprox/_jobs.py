@@ -1,0 +1,187 @@
+"""The steps of a command-line job, shared by the commands and the demo.
+
+Build the estimator a ``--method`` names, open the input, describe the plan
+of a job, write its features with a progress bar (a finished job is not
+redone), and say what happened. Usage errors are click's, naming the option.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+
+import click
+
+from . import errors
+from ._registry import cli_methods
+
+log = logging.getLogger("dkapprox")
+
+#: ``--method`` name -> estimator class, from the estimator registry.
+METHODS = cli_methods()
+DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not resume
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
+        text = text.replace("pass overwrite=True", "pass --overwrite")  # the library's words, in the CLI's
+    return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
+        f"{type(exc).__name__}: {text}"
+
+
+def refuse_existing_model(path, overwrite):
+    """Fail before the fit, not after it, when saving would be refused (io.save has the final word)."""
+    if path and not overwrite and os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
+        raise errors.OutputExistsError(f"{path}: exists; pass --overwrite to replace the model there")
+
+
+def parse_value(text: str):
+    """A --param value: int, float, true/false/none, JSON list or mapping, else the string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for cast in (int, float):
+        with contextlib.suppress(ValueError):
+            return cast(text)
+    if text.strip()[:1] in "[{":
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    return text
+
+
+def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAULT_RANDOM_STATE, params=()):
+    """The unfitted estimator for ``--method`` and its options; usage errors name the option."""
+    cls = METHODS[method]
+    name = cls.__name__
+    accepted = cls().get_params()
+    chosen = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
+        chosen[key.strip().replace("-", "_")] = parse_value(value)
+    for key, value, option in (("n_components", n_components, "--n-components"),
+                               ("gamma", None if gamma is None else parse_value(gamma), "--gamma")):
+        if value is not None:
+            if key not in accepted:
+                raise click.UsageError(f"{option}: {name} has no parameter '{key}'")
+            chosen[key] = value
+    if "random_state" in accepted:
+        chosen.setdefault("random_state", random_state)
+    unknown = sorted(set(chosen) - set(accepted))
+    if unknown:
+        raise click.UsageError(f"--param {unknown[0]}: {name} has no such parameter; "
+                               f"its parameters: {', '.join(sorted(accepted))}")
+    estimator = cls(**chosen)
+    try:
+        estimator._validate_params()  # scikit-learn's wording, before any data is read
+    except ValueError as exc:
+        raise click.UsageError(one_line(exc)) from None
+    return estimator
+
+
+def open_input(path, component, block_rows=None):
+    from . import io
+
+    X = io.open_array(path, component)
+    if block_rows:
+        X = X.rechunk({0: block_rows})
+    return X
+
+
+def plan_of(command, input_path, component, X, model, io):
+    return {
+        "command": command,
+        "input": {"path": input_path if "://" in str(input_path) else os.path.abspath(input_path),
+                  "component": component,
+                  "shape": list(X.shape), "dtype": str(X.dtype)},
+        "model": io.fingerprint(model),
+        "estimator": type(model).__name__,
+        # features of other row blocks equal these only within the rounding bound (README:
+        # "Precision"): another --block-rows is another job, never resumed into this one
+        "block_rows": int(X.chunks[0][0]),
+    }
+
+
+def describe_model(est):
+    params = {k: v for k, v in est.get_params().items() if v is not None}
+    return f"{type(est).__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(params.items()))})"
+
+
+def _described_same_job(out, plan, io):
+    """io.describe(out) if ``out`` is an output store of this very plan (finished or not), else None."""
+    try:
+        described = io.describe(out)
+    except (errors.DkapproxError, OSError):
+        return None
+    same = _canonical(described.get("plan")) == _canonical(json.loads(_canonical(plan)))
+    return described if described.get("kind") == "features" and same else None
+
+
+def _finished_same_job(out, plan, io):
+    """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
+    described = _described_same_job(out, plan, io)
+    return described is not None and described.get("status") == "complete"
+
+
+def write(client, features, out, *, plan, overwrite, progress, compression=None):
+    """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
+
+    Rerunning a finished job is a no-op that succeeds (nightly jobs get retried).
+    """
+    from . import io
+    from .cluster import run
+
+    if not overwrite and _finished_same_job(out, plan, io):
+        return None
+    try:
+        pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
+                                    compression=compression)
+        if pending.blocks_to_write < pending.blocks_total:
+            log.info("resuming %s: %d of %d blocks already written", out,
+                     pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
+        run(client, pending.delayed, progress=progress, memory=pending.memory)
+    except errors.WorkerMemoryError as exc:
+        raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io),
+                                       suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,
+                                       block_bytes=exc.block_bytes, memory_limit=exc.memory_limit,
+                                       attempts=exc.attempts) from exc
+    return pending.finalize()
+
+
+def _memory_advice(exc, out, plan, io):
+    """What to rerun after a WorkerMemoryError, in this command's options.
+
+    Smaller blocks are another layout, so a store this job began must be
+    started over (--overwrite); any other store at ``out`` is not ours to
+    advise replacing.
+    """
+    rows = f"--block-rows {exc.suggested_rows}" if exc.suggested_rows else "a smaller --block-rows"
+    ours = _described_same_job(out, plan, io)
+    said = "" if exc.attempts is None else "nothing was written: "  # a refusal already says nothing ran
+    if ours is None:
+        return f"{said}rerun with {rows}"
+    done = ours.get("blocks_done", 0)
+    if done and exc.attempts is not None:  # workers died: maybe of something passing on a shared cluster
+        return (f"{done} finished blocks are kept: rerun the same command to finish the rest, "
+                f"or rerun with {rows} and --overwrite to start over with smaller blocks")
+    return f"{said}rerun with {rows} and --overwrite" + (f" (starts over: {done} blocks were written)" if done else "")
+
+
+def summary(report, rows, out):
+    if report is None:
+        return f"{out} is already complete for this job; nothing to do"
+    rate = rows / report.seconds if report.seconds else math.inf
+    return (f"wrote {report.path}: {report.shape[0]:,} x {report.shape[1]:,} {report.dtype}; "
+            f"{report.blocks_written} blocks written, {report.blocks_skipped} already there, "
+            f"of {report.blocks_total}; {report.seconds:.1f} s ({rate:,.0f} rows/s)")
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

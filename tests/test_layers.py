@@ -1,0 +1,162 @@
+"""The layers of dkapprox, and a test that no module imports a layer above its own.
+
+This table is the one place the layering is written down (ARCHITECTURE.md
+explains it). Each layer lists its modules (a name covers the module and
+everything below it; the longest name wins) and the layers it may import
+besides itself. Every import counts, including those inside function bodies,
+which is where a cycle hides: ``ast`` finds them without running anything.
+
+Python runs a package's ``__init__`` before any of its modules, so importing
+``dkapprox.io._zarr_store`` also imports ``dkapprox.io``; that package imports
+nothing above it at import time (model files look up the estimator registry
+when they load), which the test of a fresh interpreter below checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "dkapprox"
+
+#: (layer, its modules, the layers below it that it may import), lowest first.
+LAYERS = [
+    ("foundation", ["dkapprox.errors", "dkapprox._version"], []),
+    # the engine: every dask graph; a leaf, like dask's map_blocks, knowing nothing above it
+    ("engine", ["dkapprox._graph"], []),
+    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray
+    ("helpers", ["dkapprox._sklearn_compat", "dkapprox._stats", "dkapprox._random", "dkapprox._xarray",
+                 "dkapprox._system"], ["foundation"]),
+    # Zarr read (opened and checked before the engine sees an array) and clusters (worker deaths
+    # explained around a compute)
+    ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common"],
+     ["foundation", "engine", "helpers"]),
+    ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),
+    # lazy input in, results out: wraps the engine with storage and cluster
+    ("lazy", ["dkapprox._lazy"], ["foundation", "engine", "helpers", "storage", "cluster"]),
+    # the estimators: state + block function; no dask code of their own
+    ("estimators", ["dkapprox._validation", "dkapprox._base", "dkapprox.kernel_approximation",
+                    "dkapprox.random_projection", "dkapprox.random_features", "dkapprox.nystroem",
+                    "dkapprox.linear_model", "dkapprox.metrics"],
+     ["foundation", "engine", "helpers", "lazy"]),
+    ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
+    # jobs: model files, writing features, describing stores
+    ("jobs", ["dkapprox.io"], ["foundation", "engine", "helpers", "storage", "cluster", "lazy", "registry"]),
+    ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"],
+     ["foundation", "engine", "helpers", "storage", "cluster", "lazy", "estimators", "registry", "jobs"]),
+]
+
+
+def _modules():
+    """{module name: path} of every module of the package."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def layer_of(module: str) -> str:
+    best = None
+    for layer, names, _ in LAYERS:
+        for name in names:
+            if module == name or module.startswith(name + "."):
+                if best is None or len(name) > len(best[1]):
+                    best = (layer, name)
+    if best is None:
+        raise LookupError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+    return best[0]
+
+
+def imports_of(module: str, path: pathlib.Path, known) -> set[tuple[str, int]]:
+    """The dkapprox modules ``module`` imports anywhere in its file, with line numbers."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            # `from a import b` imports the module a.b when there is one, else a name of a
+            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target == "dkapprox" or target.startswith("dkapprox."):
+                found.add((target, node.lineno))
+    return found
+
+
+def test_every_layer_imports_only_itself_and_the_layers_it_may():
+    known = _modules()
+    allowed = {layer: {layer, *below} for layer, _, below in LAYERS}
+    wrong = []
+    for module, path in sorted(known.items()):
+        own = layer_of(module)
+        for target, line in sorted(imports_of(module, path, known)):
+            theirs = layer_of(target)
+            if theirs not in allowed[own]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({own}) imports "
+                             f"{target} ({theirs})")
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_the_layer_table_is_ordered_and_names_only_lower_layers():
+    seen = set()
+    for layer, _, below in LAYERS:
+        assert set(below) <= seen, (layer, set(below) - seen)
+        seen.add(layer)
+
+
+def test_the_engine_is_a_leaf():
+    known = _modules()
+    assert not imports_of("dkapprox._graph", known["dkapprox._graph"], known)
+
+
+@pytest.mark.parametrize("module", ["dkapprox._graph", "dkapprox.errors", "dkapprox.cluster", "dkapprox.io"])
+def test_a_low_layer_imports_without_the_layers_above_it(module):
+    # what ast cannot see: a package __init__ that pulls in more than its modules import
+    above = {"dkapprox._graph": ["dkapprox.io", "dkapprox.cluster", "dkapprox._base"],
+             "dkapprox.errors": ["dkapprox._graph", "dkapprox.io"],
+             "dkapprox.cluster": ["dkapprox.io", "dkapprox._base", "dkapprox._graph"],
+             "dkapprox.io": ["dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.nystroem"]}[module]
+    code = (f"import sys, importlib.util\n"
+            f"spec = importlib.util.find_spec('dkapprox')\n"  # the package itself, without its __init__
+            f"import types; pkg = types.ModuleType('dkapprox'); pkg.__path__ = list(spec.submodule_search_locations)\n"
+            f"sys.modules['dkapprox'] = pkg\n"
+            f"import {module}\n"
+            f"print(sorted(m for m in sys.modules if m in {above!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def test_no_two_modules_import_each_other_even_inside_functions():
+    # within a layer imports are free, but a cycle (a imports b imports a) is never needed
+    known = _modules()
+    edges = {m: {t for t, _ in imports_of(m, p, known) if t in known and t != m} for m, p in known.items()}
+    cycles, state = [], {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for target in sorted(edges[module]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
