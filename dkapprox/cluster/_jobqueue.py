@@ -224,17 +224,15 @@ class StartWatch(_scheduler_plugin_base()):
         self.first_worker = None   # seconds after start
         self.joined = []           # (seconds after start, worker name, job id)
         self.left = []
-        self._jobs = {}            # worker name -> job id, remembered (a job leaves cluster.workers)
+        self._jobs = {}            # worker address -> job id (a lost job leaves cluster.workers)
 
     def job_of(self, name) -> str | None:
+        """The batch job id of a worker name now (a replacement job reuses its predecessor's name)."""
         name = str(name)
-        if name in self._jobs:
-            return self._jobs[name]
         job = self.cluster.workers.get(name)
         if job is None and "-" in name:  # processes > 1: workers are named <job name>-<i>
             job = self.cluster.workers.get(name.rsplit("-", 1)[0])
-        self._jobs[name] = getattr(job, "job_id", None)
-        return self._jobs[name]
+        return getattr(job, "job_id", None)
 
     def _closing(self):
         return getattr(self.cluster.status, "name", "") in ("closing", "closed")
@@ -243,7 +241,7 @@ class StartWatch(_scheduler_plugin_base()):
         now = time.monotonic() - self.started
         ws = scheduler.workers.get(worker)
         name = ws.name if ws is not None else worker
-        job = self.job_of(name)
+        job = self._jobs[worker] = self.job_of(name)
         self.joined.append((now, name, job))
         if self.first_worker is None:
             self.first_worker = now
@@ -257,7 +255,7 @@ class StartWatch(_scheduler_plugin_base()):
         now = time.monotonic() - self.started
         ws = scheduler.workers.get(worker)
         name = ws.name if ws is not None else worker
-        job = self.job_of(name)
+        job = self._jobs.get(worker)
         self.left.append((now, name, job))
         if not self._closing():
             logger.info("worker left (%s job %s) %.1f s after the cluster started; %d still connected",
