@@ -193,11 +193,13 @@ def start(config, start_timeout=None, log_level=logging.WARNING):
     cls = jq.SLURMCluster if config.kind == "slurm" else jq.PBSCluster
     opts = config.options
     timeout = float(start_timeout or opts.get("start_timeout") or DEFAULT_START_TIMEOUT)
+    watch = StartWatch(config, timeout)
     # read once by the scheduler (which runs in this process) when it is created
     with dask.config.set({"distributed.scheduler.no-workers-timeout": timeout}):
         # silence_logs: dask-jobqueue's default ("error") would print the scheduler's task failures
-        cluster = cls(**dict(cluster_kwargs(opts), silence_logs=log_level))
-    watch = StartWatch(cluster, config, timeout)
+        cluster = cls(**dict(cluster_kwargs(opts), silence_logs=log_level,
+                             job_cls=_watched_job_cls(cls.job_cls, watch)))
+    watch.cluster = cluster
     cluster.scheduler.add_plugin(watch)
     cluster._dkapprox_watch = watch
     if "adapt" in opts:
@@ -205,6 +207,23 @@ def start(config, start_timeout=None, log_level=logging.WARNING):
     else:
         cluster.scale(jobs=opts.get("jobs", 1))
     return cluster
+
+
+def _watched_job_cls(base, watch):
+    """dask-jobqueue's job class, telling ``watch`` when sbatch/qsub refuses a job (a typo in queue)."""
+    from distributed.deploy.spec import ProcessInterface
+
+    class WatchedJob(base):
+        async def start(self):
+            try:
+                await super().start()
+            except RuntimeError as exc:  # dask-jobqueue: "Command exited with non-zero exit code ..."
+                # kept from asyncio's "Task exception was never retrieved" traceback; the job's error says it
+                watch.submission_failed(exc)
+                await ProcessInterface.start(self)  # "started" with no job: SpecCluster asserts a status
+
+    WatchedJob.__name__ = WatchedJob.__qualname__ = base.__name__
+    return WatchedJob
 
 
 def _scheduler_plugin_base():
@@ -218,8 +237,9 @@ class StartWatch(_scheduler_plugin_base()):
 
     name = "dkapprox-start-watch"
 
-    def __init__(self, cluster, config, timeout):
+    def __init__(self, config, timeout, cluster=None):
         self.cluster, self.config, self.timeout = cluster, config, timeout
+        self.refused = []          # what the batch system said when it refused a job
         self.started = time.monotonic()
         self.first_worker = None   # seconds after start
         self.joined = []           # (seconds after start, worker name, job id)
@@ -261,6 +281,16 @@ class StartWatch(_scheduler_plugin_base()):
             logger.info("worker left (%s job %s) %.1f s after the cluster started; %d still connected",
                         self.config.kind.upper(), job, now, len(self.joined) - len(self.left))
 
+    def submission_failed(self, exc):
+        """A job was refused (sbatch exited non-zero): before any worker ran, fail the waiting work now."""
+        text = str(exc)
+        said = text.split("stderr:", 1)[1] if "stderr:" in text else text
+        self.refused.append("; ".join(" ".join(line.split()) for line in said.splitlines() if line.strip())
+                            or "no message")
+        scheduler = getattr(self.cluster, "scheduler", None)
+        if self.first_worker is None and scheduler is not None:
+            scheduler.no_workers_timeout = 1e-3  # the scheduler fails waiting tasks on its next check (250 ms)
+
     # -- the timeout ----------------------------------------------------------------
 
     def job_ids(self) -> list[str]:
@@ -281,6 +311,13 @@ class StartWatch(_scheduler_plugin_base()):
         states = _slurm_states(ids) if self.config.kind == "slurm" else {}
         cancelled, cancel_note = _cancel(self.cluster, ids)
         wait = _seconds(self.timeout)
+        command = self.cluster.job_cls.submit_command.split()[0]
+        if self.refused and self.first_worker is None and not connected:
+            return WorkersNeverStarted(
+                f"{command} refused the worker jobs ({self.refused[-1]}), so no dask worker can start; check "
+                f"queue, account, walltime, cores and memory against the site's partitions and limits "
+                f"(`dkapprox cluster-script CONFIG` prints the job script to submit by hand)",
+                job_ids=ids, reasons=states, timeout=self.timeout)
         if connected:
             head = (f"{connected} worker(s) connected but none could run a task for {wait} (all paused above "
                     f"dask's memory pause line?)")

@@ -290,6 +290,19 @@ def test_a_partition_that_is_down_exits_75_in_one_line_and_leaves_nothing_queued
     assert seconds < 60
 
 
+def test_a_partition_sbatch_refuses_exits_75_at_once_with_its_message(slurm, data, tmp_path):
+    config = slurm_config(tmp_path / "slurm.yaml", "dkx-typo", queue="debgu")  # a typo: no such partition
+    started = time.monotonic()
+    done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
+               tmp_path / "out.zarr", "--cluster", config, timeout=120)  # the default start_timeout: 10 min
+    seconds = time.monotonic() - started
+    assert done.returncode == 75, (done.returncode, done.stderr)
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert errors[0].startswith("dkapprox: error: sbatch refused the worker jobs (sbatch: error: invalid partition")
+    assert seconds < 60  # not the 10 minutes of start_timeout
+
+
 def test_python_api_raises_workers_never_started_with_the_config_key(slurm, tmp_path):
     config = load_config(slurm_config(tmp_path / "slurm.yaml", "dkx-down-api", queue=DOWN,
                                       scale="adapt: {minimum_jobs: 0, maximum_jobs: 1}", extra="start_timeout: 2s\n"))
