@@ -221,10 +221,9 @@ PartitionName={DOWN} Nodes={self.node} MaxTime=INFINITE State=DOWN
             raise SlurmSetupError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
         return done
 
-    def job_ids(self, *, states="all"):
-        """Ids of the jobs squeue lists (pending and running by default: ``states='all'`` adds none)."""
-        out = self.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
-        return out
+    def job_ids(self):
+        """Ids of the jobs squeue lists (pending, running, completing)."""
+        return self.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
 
     def squeue(self, fmt="%i %j %T %r"):
         return [line.split() for line in self.run("squeue", "-h", "-o", fmt).stdout.splitlines()]
@@ -247,12 +246,11 @@ PartitionName={DOWN} Nodes={self.node} MaxTime=INFINITE State=DOWN
         return result
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # start, show, run one job, stop: a quick check of a machine
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="dkapprox-slurm-") as tmp, OneNodeSlurm(tmp) as slurm:
         print(slurm.run("sinfo").stdout)
-        print(slurm.run("sbatch", "--wrap", "hostname", "-o", f"{tmp}/hostname.out").stdout, file=sys.stderr)
-        time.sleep(3)
-        print(slurm.jobs())
-        print(slurm.run("sacct", check=False))
+        job = slurm.run("sbatch", "--parsable", "-o", f"{tmp}/hostname.out", "--wrap", "hostname").stdout.strip()
+        _wait(f"job {job}", lambda: slurm.job(job).get("JobState") == "COMPLETED", timeout=60)
+        print(f"job {job} COMPLETED; sacct says:", slurm.run("sacct", "-j", job, check=False).stderr.strip())
