@@ -1,5 +1,8 @@
 """A one-node SLURM for the tests: munged, slurmctld and slurmd of Debian's slurm-wlm, on loopback.
 
+(Nodes, controller and workers talk over 127.0.0.1; the daemons also listen only there when the host
+name resolves to a loopback address, see ``_bind_loopback``.)
+
 Everything lives in one temporary folder: a fresh munge key, ``slurm.conf`` for
 this host, state, spool, logs and pid files. The daemons run in the foreground
 as children of this process and are stopped by pid (``stop()``), after every
@@ -157,8 +160,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
-CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-ReturnToService=2
+{self._bind_loopback()}ReturnToService=2
 SlurmdParameters=config_overrides
 MinJobAge=600
 KillWait=5
@@ -169,6 +171,19 @@ NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.memory
 PartitionName={UP} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 PartitionName={DOWN} Nodes={self.node} MaxTime=INFINITE State=DOWN
 """)
+
+    def _bind_loopback(self) -> str:
+        """Daemons listen on loopback only if this host's name resolves there (then they bind to it).
+
+        SLURM has no listen-address option: with NoInAddrAny/NoCtldInAddrAny they bind to the address
+        the host name resolves to, which must be the 127.0.0.1 the config gives them. Elsewhere they
+        listen on every interface (as SLURM does by default), guarded by this run's fresh munge key.
+        """
+        try:
+            address = socket.gethostbyname(self.node)
+        except OSError:
+            return ""
+        return "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny\n" if address.startswith("127.") else ""
 
     def _daemon(self, name, argv):
         log = open(self.dir / f"{name}.out", "wb")
