@@ -196,8 +196,9 @@ def start(config, start_timeout=None, log_level=logging.WARNING):
     watch = StartWatch(config, timeout)
     # read once by the scheduler (which runs in this process) when it is created
     with dask.config.set({"distributed.scheduler.no-workers-timeout": timeout}):
-        # silence_logs: dask-jobqueue's default ("error") would print the scheduler's task failures
-        cluster = cls(**dict(cluster_kwargs(opts), silence_logs=log_level,
+        # silence_logs: dask-jobqueue's default ("error"), or quieter: the command line passes CRITICAL,
+        # so that the scheduler's "task failed without workers" lines do not precede its one-line error
+        cluster = cls(**dict(cluster_kwargs(opts), silence_logs=max(log_level, logging.ERROR),
                              job_cls=_watched_job_cls(cls.job_cls, watch)))
     watch.cluster = cluster
     cluster.scheduler.add_plugin(watch)
