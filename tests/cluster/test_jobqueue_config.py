@@ -73,3 +73,14 @@ def test_walltime_formats(text, seconds):
                                           ("1T", 2**40), ("64gb", 64 * 2**30)])
 def test_slurm_memory_units_are_binary_and_mib_by_default(text, nbytes):
     assert slurm_bytes(text) == nbytes
+
+
+def test_start_timeout_flag_takes_a_duration(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "dkapprox", "featurize", str(tmp_path / "in.zarr"), "--method",
+                           "rbf", "--out", str(tmp_path / "o.zarr"), "--start-timeout", "soon"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--start-timeout must be a duration such as '30s' (got 'soon')" in done.stderr
