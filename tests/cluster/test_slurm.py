@@ -291,6 +291,29 @@ def test_a_partition_that_is_down_exits_75_in_one_line_and_leaves_nothing_queued
     assert seconds < 60
 
 
+def test_a_full_node_exits_75_naming_resources_and_says_to_wait_longer(slurm, data, tmp_path):
+    # another user's job holds every core: ours pend with reason Resources (or Priority behind it)
+    blocker = slurm.run("sbatch", "--parsable", "-J", "dkx-blocker", "-c", str(slurm.cpus), "-o", "/dev/null",
+                        "--wrap", "sleep 120").stdout.strip()
+    try:
+        for _ in range(100):  # until it runs (at most 20 s)
+            if slurm.job(blocker)["JobState"] == "RUNNING":
+                break
+            time.sleep(0.2)
+        config = slurm_config(tmp_path / "slurm.yaml", "dkx-full", extra="start_timeout: 3s\n")
+        done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
+                   tmp_path / "out.zarr", "--cluster", config, timeout=120)
+    finally:
+        slurm.run("scancel", blocker, check=False)
+    assert done.returncode == 75, done.stderr
+    line = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(line) == 1, done.stderr
+    # the first job waits for the cores (Resources), the second behind it (Priority)
+    assert re.search(r"SLURM jobs? \d+( \d+)? pending \(Resources\)", line[0]), line[0]
+    assert "the queue is busy" in line[0] and "start_timeout in the config, --start-timeout" in line[0]
+    assert not slurm.run("squeue", "-h", "-n", "dkx-full").stdout.strip()
+
+
 def test_a_partition_sbatch_refuses_exits_75_at_once_with_its_message(slurm, data, tmp_path):
     config = slurm_config(tmp_path / "slurm.yaml", "dkx-typo", queue="debgu")  # a typo: no such partition
     started = time.monotonic()
