@@ -148,7 +148,23 @@ def _raise_interrupted(signum, frame):
 # -- shared options ---------------------------------------------------------------
 
 
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        from .cluster._schema import ClusterConfigError, duration
+
+        try:
+            return duration(f"--{param.name.replace('_', '-')}" if param else "duration", value)
+        except ClusterConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def cluster_options(fn):
+    fn = click.option("--start-timeout", type=Duration(), metavar="DURATION",
+                      help="slurm/pbs clusters: give up after this long without a running worker, e.g. 10m "
+                           "(exit 75, naming the pending jobs and the batch system's reason; the queued jobs "
+                           "are cancelled). Default: the config's start_timeout, else 10m.")(fn)
     fn = click.option("--scheduler", metavar="ADDRESS",
                       help="Use a running scheduler, e.g. tcp://host:8786.")(fn)
     return click.option("--cluster", "cluster_config", type=click.Path(dir_okay=False), metavar="CONFIG.yaml",
@@ -176,14 +192,14 @@ def method_options(fn):
 
 
 @contextlib.contextmanager
-def _client(cluster_config, scheduler):
+def _client(cluster_config, scheduler, start_timeout=None):
     from .cluster import connect, load_config
 
     if cluster_config and scheduler:
         raise click.UsageError("give --cluster or --scheduler, not both")
     config = load_config(cluster_config) if cluster_config else None
     level = logging.WARNING if _debug["on"] else logging.CRITICAL
-    with connect(config, scheduler=scheduler, worker_log_level=level) as client:
+    with connect(config, scheduler=scheduler, worker_log_level=level, start_timeout=start_timeout) as client:
         yield client
 
 
@@ -225,7 +241,7 @@ def dkapprox(debug, quiet):
 @click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
 @cluster_options
 def fit(input_path, method, n_components, gamma, random_state, params, component, model_path, overwrite,
-        cluster_config, scheduler):
+        cluster_config, scheduler, start_timeout):
     """Fit an estimator on the Zarr array INPUT and save it to --out (no pickle)."""
     from . import io
 
@@ -233,7 +249,7 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
                          params=params)
     refuse_existing_model(model_path, overwrite)
     X = open_input(input_path, component)  # metadata only: a bad input fails before a cluster starts
-    with _client(cluster_config, scheduler):
+    with _client(cluster_config, scheduler, start_timeout):
         started = time.perf_counter()
         est.fit(X)
         seconds = time.perf_counter() - started
@@ -250,7 +266,7 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @write_options
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
-              cluster_config, scheduler, progress):
+              cluster_config, scheduler, progress, start_timeout):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
     from . import io
 
@@ -258,7 +274,7 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     X = open_input(input_path, component, block_rows)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
     plan = plan_of("transform", input_path, component, X, model, io)
-    with _client(cluster_config, scheduler) as client:
+    with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
@@ -273,7 +289,7 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @write_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
-              overwrite, block_rows, compression, cluster_config, scheduler, progress):
+              overwrite, block_rows, compression, cluster_config, scheduler, progress, start_timeout):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
     from . import io
 
@@ -281,7 +297,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
                          params=params)
     refuse_existing_model(save_model, overwrite)
     X = open_input(input_path, component, block_rows)
-    with _client(cluster_config, scheduler) as client:
+    with _client(cluster_config, scheduler, start_timeout) as client:
         started = time.perf_counter()
         est.fit(X)
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)

@@ -23,6 +23,7 @@ __all__ = [
     "StateError",
     "TemporaryFailure",
     "WorkerMemoryError",
+    "WorkersNeverStarted",
 ]
 
 
@@ -95,3 +96,25 @@ class WorkerMemoryError(TemporaryFailure, MemoryError):
 
 def _rebuild(cls, facts, advice, fields):
     return cls(facts, advice, **fields)
+
+
+class WorkersNeverStarted(TemporaryFailure, TimeoutError):
+    """No dask worker of a batch-system cluster (SLURM, PBS) ran within the start timeout.
+
+    ``str(error)`` is one line: how long it waited, the pending job ids with
+    the batch system's reason (e.g. ``PartitionDown``, ``Priority``), what to
+    check, and that the queued jobs were cancelled. ``job_ids`` are the jobs
+    this run submitted, ``reasons`` maps job id to ``(state, reason)`` as
+    ``squeue`` gave them, ``timeout`` is the wait in seconds.
+    """
+
+    def __init__(self, message, *, job_ids=(), reasons=None, timeout=None):
+        super().__init__(message)
+        self.job_ids, self.reasons, self.timeout = list(job_ids), dict(reasons or {}), timeout
+
+    def __reduce__(self):
+        return _rebuild_never_started, (type(self), str(self), self.job_ids, self.reasons, self.timeout)
+
+
+def _rebuild_never_started(cls, message, job_ids, reasons, timeout):
+    return cls(message, job_ids=job_ids, reasons=reasons, timeout=timeout)

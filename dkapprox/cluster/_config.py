@@ -80,6 +80,13 @@ def parse_config(text: str, source: str = "<config>") -> ClusterConfig:
         raise ClusterConfigError(f"{source}: {exc}") from None
     if kind in ("slurm", "pbs") and "jobs" in options and "adapt" in options:
         raise ClusterConfigError(f"{source}: give either 'jobs' or 'adapt', not both")
+    if kind in ("slurm", "pbs"):
+        from ._jobqueue import check
+
+        try:
+            check(kind, options)
+        except ClusterConfigError as exc:
+            raise ClusterConfigError(f"{source}: {exc}") from None
     if kind == "kubernetes" and "n_workers" in options and "adapt" in options:
         raise ClusterConfigError(f"{source}: give either 'n_workers' or 'adapt', not both")
     return ClusterConfig(kind, options, source)

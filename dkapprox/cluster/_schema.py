@@ -170,6 +170,8 @@ _JOBQUEUE = {
     "log_directory": Field(optional(string), "where the batch system writes job logs"),
     "python": Field(optional(string), "Python on the nodes (default: this one)"),
     "death_timeout": Field(duration, "how long a worker waits for the scheduler"),
+    "start_timeout": Field(duration, "give up (exit 75, queued jobs cancelled) when no worker runs for this "
+                                     "long, e.g. '10m' (default)"),
     "job_extra_directives": Field(string_list, "extra #SBATCH/#PBS lines"),
     "job_script_prologue": Field(string_list, "shell lines before the worker starts, e.g. 'module load ...'"),
     "worker_extra_args": Field(string_list, "extra arguments of the dask worker command"),

@@ -12,15 +12,9 @@ import yaml
 from .._system import available_cpus
 from ..errors import ClusterConfigError, ClusterConnectError
 from ._config import ClusterConfig
+from ._extras import require as _require
 
 logger = logging.getLogger("dkapprox.cluster")
-
-_EXTRAS = {
-    "slurm": ("dask_jobqueue", "jobqueue", "dask-jobqueue"),
-    "pbs": ("dask_jobqueue", "jobqueue", "dask-jobqueue"),
-    "kubernetes": ("dask_kubernetes", "kubernetes", "dask-kubernetes"),
-}
-
 
 def default_config() -> ClusterConfig:
     """A LocalCluster sized to the machine: one single-threaded worker per core.
@@ -30,17 +24,6 @@ def default_config() -> ClusterConfig:
     """
     return ClusterConfig("local", {"n_workers": available_cpus(), "threads_per_worker": 1,
                                    "memory_limit": "auto"}, "<default local cluster>")
-
-
-def _require(kind):
-    module, extra, package = _EXTRAS[kind]
-    try:
-        return __import__(module)
-    except ImportError:
-        raise ClusterConfigError(
-            f"a '{kind}' cluster needs {package}, which is not installed: "
-            f"pip install 'dkapprox[{extra}]'"
-        ) from None
 
 
 def security(tls: dict | None):
@@ -58,8 +41,10 @@ def security(tls: dict | None):
 
 
 def jobqueue_kwargs(options: dict) -> dict:
-    """Constructor keywords of SLURMCluster/PBSCluster (sizes and adapt removed)."""
-    return {k: v for k, v in options.items() if k not in ("jobs", "adapt")}
+    """Constructor keywords of SLURMCluster/PBSCluster (sizes, adapt and start_timeout removed)."""
+    from ._jobqueue import cluster_kwargs
+
+    return cluster_kwargs(options)
 
 
 def kubernetes_kwargs(options: dict) -> dict:
@@ -101,7 +86,7 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-def _start_cluster(config: ClusterConfig, worker_log_level):
+def _start_cluster(config: ClusterConfig, worker_log_level, start_timeout=None):
     """The cluster object for a config (None for an existing scheduler)."""
     opts = config.options
     if config.kind == "local":
@@ -119,14 +104,9 @@ def _start_cluster(config: ClusterConfig, worker_log_level):
             warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
             return LocalCluster(**kw)
     if config.kind in ("slurm", "pbs"):
-        jq = _require(config.kind)
-        cls = jq.SLURMCluster if config.kind == "slurm" else jq.PBSCluster
-        cluster = cls(**jobqueue_kwargs(opts))
-        if "adapt" in opts:
-            cluster.adapt(**opts["adapt"])
-        else:
-            cluster.scale(jobs=opts.get("jobs", 1))
-        return cluster
+        from . import _jobqueue
+
+        return _jobqueue.start(config, start_timeout, log_level=worker_log_level)
     if config.kind == "kubernetes":
         _require("kubernetes")
         from dask_kubernetes.operator import KubeCluster
@@ -140,13 +120,19 @@ def _start_cluster(config: ClusterConfig, worker_log_level):
 
 @contextlib.contextmanager
 def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None,
-            worker_log_level=logging.WARNING):
+            worker_log_level=logging.WARNING, start_timeout=None):
     """A distributed Client for ``config`` (or a scheduler address), closed on exit.
 
     Without either, a LocalCluster sized to the machine. The cluster is shut
     down on exit if this function started it; an existing scheduler is left
     running. ``worker_log_level`` applies to the workers of a local cluster
     (the command line raises it so that a failing task logs no traceback).
+
+    slurm/pbs: when no worker runs for ``start_timeout`` seconds (default:
+    the config's ``start_timeout``, else 10 minutes) while tasks wait, the
+    computation inside raises :class:`~dkapprox.errors.WorkersNeverStarted`
+    (exit 75 on the command line) naming the pending jobs and the batch
+    system's reason, and the queued jobs are cancelled.
 
     Examples
     --------
@@ -164,7 +150,7 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
     with contextlib.ExitStack() as stack:
         if config.kind == "local":
             stack.enter_context(dask.config.set(KEEP_NANNIES))
-        yield from _connected(config, worker_log_level)
+        yield from _connected(config, worker_log_level, start_timeout)
 
 
 #: A LocalCluster closes a worker's nanny for good when, 15 s (distributed's default) after the
@@ -177,10 +163,10 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
 KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "1 hour"}
 
 
-def _connected(config, worker_log_level):
+def _connected(config, worker_log_level, start_timeout=None):
     from distributed import Client
 
-    cluster = _start_cluster(config, worker_log_level)
+    cluster = _start_cluster(config, worker_log_level, start_timeout)
     try:
         if cluster is None:
             address = config.options["address"]
@@ -193,7 +179,14 @@ def _connected(config, worker_log_level):
             client = Client(cluster)
         try:
             logger.info("dask dashboard: %s", client.dashboard_link)
-            yield client
+            try:
+                yield client
+            except Exception as exc:
+                watch = getattr(cluster, "_dkapprox_watch", None)  # slurm/pbs: workers that never ran
+                explained = watch.explain(exc) if watch is not None else None
+                if explained is None:
+                    raise
+                raise explained from exc
         finally:
             client.close()
     finally:

@@ -17,13 +17,16 @@ def test_slurm_script_carries_every_setting():
     script = render(load_config(CONFIGS / "slurm.yaml"))
     for line in ["#SBATCH -J dkapprox", "#SBATCH -p normal", "#SBATCH -A my-project",
                  "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32G", "#SBATCH -t 02:00:00",
-                 "#SBATCH --exclusive", "#SBATCH -e logs/dkapprox/dkapprox-%J.err",
+                 "#SBATCH -e logs/dkapprox/dkapprox-%J.err",
                  "module load python/3.12", "source ~/venvs/dkapprox/bin/activate"]:
         assert line in script.splitlines(), line
     worker = script.splitlines()[-1]
     assert worker.startswith("python -m distributed.cli.dask_worker tcp://")
     assert "--nworkers 8" in worker and "--nthreads 1" in worker
-    assert "--memory-limit 4.00GiB" in worker and "--local-directory $TMPDIR" in worker
+    # memory 30GiB split between 8 workers, inside the job's --mem=32G (headroom for the nannies)
+    assert "--memory-limit 3.75GiB" in worker and "--local-directory $TMPDIR" in worker
+    # workers retire before the 2 h walltime, staggered, and adapt replaces them
+    assert worker.endswith("--lifetime 110m --lifetime-stagger 5m")
 
 
 def test_pbs_script_carries_every_setting():
