@@ -9,9 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.utils import check_random_state
-from sklearn.utils.extmath import safe_sparse_dot
 
-from .. import _graph
+from .. import _graph, _jit
 from .._base import BlockwiseTransformer
 from .._stats import combine_moments, moments
 from .._validation import BlockCheck
@@ -26,11 +25,7 @@ class FourierState:
 
 
 def fourier_features(block, state):
-    out = safe_sparse_dot(block, state.weights)
-    out += state.offset
-    np.cos(out, out=out)
-    out *= math.sqrt(2.0 / state.offset.shape[0])  # a Python float keeps float32
-    return out
+    return _jit.fourier_map(block, state.weights, state.offset, math.sqrt(2.0 / state.offset.shape[0]))
 
 
 def data_variance(X, estimator_name):

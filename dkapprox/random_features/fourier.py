@@ -15,8 +15,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.extmath import safe_sparse_dot
 
+from .. import _jit
 from .._base import BlockwiseTransformer
 from . import sampling
 from .hadamard import StructuredProjection, structured_project
@@ -38,21 +38,11 @@ class RandomFeatureState:
 
 def random_fourier_features(block, state):
     """``sqrt(2/D) cos(X W + b)``, or ``sqrt(2/D) [cos(X W), sin(X W)]`` with D/2 frequencies."""
-    if isinstance(state.weights, StructuredProjection):
-        proj = structured_project(block, state.weights)
-    else:
-        proj = safe_sparse_dot(block, state.weights)
-    n_freq = proj.shape[1]
-    if state.offset is not None:
-        proj += state.offset
-        np.cos(proj, out=proj)
-        proj *= math.sqrt(2.0 / n_freq)  # a Python float keeps float32
-        return proj
-    out = np.empty((proj.shape[0], 2 * n_freq), dtype=proj.dtype)
-    np.cos(proj, out=out[:, :n_freq])
-    np.sin(proj, out=out[:, n_freq:])
-    out *= math.sqrt(1.0 / n_freq)
-    return out
+    structured = isinstance(state.weights, StructuredProjection)
+    n_freq = state.weights.n_frequencies if structured else state.weights.shape[1]
+    scale = math.sqrt(2.0 / n_freq) if state.offset is not None else math.sqrt(1.0 / n_freq)
+    project = (lambda b: structured_project(b, state.weights)) if structured else None
+    return _jit.fourier_map(block, state.weights, state.offset, scale, project=project)
 
 
 class RandomFourierFeatures(BlockwiseTransformer):
