@@ -164,6 +164,32 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
                 [[n, s, tr["sincos, NumPy path"] / s] for n, s in tr.items()])
 
 
+def nystroem_table(rows, block_rows, repeats):
+    """Nystroem(1024) float64 transforms, threaded, against scikit-learn's transform in map_blocks."""
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+
+    Xd = da.random.default_rng(1).random((rows, 64), chunks=(block_rows, 64))
+    X = Xd[:20_000].compute()
+    found = []
+    for kernel in ("rbf", "laplacian"):
+        ours = dkapprox.Nystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
+        theirs = SkNystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
+
+        def run(model, on=True):
+            def go():
+                with jit(on), threadpool_limits(1, user_api="blas"):
+                    Z = Xd.map_blocks(model.transform, chunks=(Xd.chunks[0], (1024,)), dtype=np.float64) \
+                        if model is theirs else model.transform(Xd)
+                    consume(Z, scheduler="threads", num_workers=2)
+            return go
+
+        t = interleaved({"dkapprox compiled": run(ours), "dkapprox NumPy path": run(ours, False),
+                         "scikit-learn map_blocks": run(theirs)}, repeats)
+        found += [[kernel, name, s, t["scikit-learn map_blocks"] / s] for name, s in t.items()]
+    print_table(f"float64 Nystroem(1024) on {rows:,} x 64, threaded", ["kernel", "run", "seconds", "x scikit-learn"],
+                found)
+
+
 def first_call_seconds():
     code = ("import time; t = time.perf_counter(); from dkapprox import _jit; assert _jit.enabled(); "
             "print(time.perf_counter() - t)")
@@ -187,6 +213,7 @@ def main():
             Client(cluster) as client:
         client.run(lambda: __import__("dkapprox")._jit.enabled())  # warm: load the kernels once per worker
         rbf_table(args.rows, args.block_rows, args.repeats, client)
+    nystroem_table(args.rows // 10, args.block_rows // 10, args.repeats)
 
 
 if __name__ == "__main__":

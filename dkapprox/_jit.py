@@ -55,6 +55,7 @@ def _compile():
     row = np.zeros((1, 2))
     k.cos_rows(row, np.zeros(2), 1.0, row.copy())
     k.sincos_rows(row, 1.0, np.zeros((1, 4)))
+    k.l1_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
     return k
 
 
@@ -130,3 +131,21 @@ def _dot(block, weights):
     from sklearn.utils.extmath import safe_sparse_dot
 
     return safe_sparse_dot(block, weights)
+
+
+# -- Nystroem kernels --------------------------------------------------------------------------
+
+def laplacian_kernel(part, landmarks_t, gamma):
+    """``exp(-gamma ||x - l||_1)`` for dense rows against landmarks (given transposed, float64), in
+    float64 as scikit-learn's ``laplacian_kernel`` (whose scipy cityblock loop is scalar); None
+    where the compiled path is off or the rows are sparse: the caller then uses scikit-learn."""
+    if sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < MIN_COMPILED_VALUES // 64:
+        return None
+    k = _kernels()
+    if k is None:
+        return None
+    out = np.empty((part.shape[0], landmarks_t.shape[1]))
+    k.l1_distances(np.ascontiguousarray(part), landmarks_t, out)
+    out *= -gamma
+    np.exp(out, out=out)
+    return out

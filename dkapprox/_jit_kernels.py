@@ -96,3 +96,20 @@ def sincos_rows(a, scale, out):
         sincos_row(a[i], zero, scale, cos_buf, sin_buf)
         out[i, :m] = cos_buf
         out[i, m:] = sin_buf
+
+
+@jit
+def l1_distances(X, landmarks_t, out):
+    """out[i, l] = sum_f |X[i, f] - landmarks_t[f, l]|, summed over f in order (no BLAS: the
+    same for any row blocks); the inner loop runs over landmarks, contiguous, and vectorizes."""
+    n, d = X.shape
+    m = landmarks_t.shape[1]
+    for i in range(n):
+        row = out[i]
+        for l in range(m):
+            row[l] = 0.0
+        for f in range(d):
+            x = np.float64(X[i, f])
+            lf = landmarks_t[f]
+            for l in range(m):
+                row[l] += abs(x - lf[l])

@@ -160,3 +160,22 @@ def _kernel_stats():
 
     k = _jit._kernels()
     return k is not None, len(k.cos_rows.signatures)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_laplacian_nystroem_equals_scikit_learns(dtype, compiled_always):
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+    from sklearn.metrics.pairwise import laplacian_kernel
+
+    X = np.random.default_rng(5).random((3000, 20)).astype(dtype)
+    ours = dkapprox.Nystroem(kernel="laplacian", gamma=0.4, n_components=200, random_state=0).fit(X)
+    landmarks_t = np.ascontiguousarray(ours.components_.astype(np.float64).T)
+    K = _jit.laplacian_kernel(X, landmarks_t, 0.4)
+    assert K is not None  # the compiled path ran
+    np.testing.assert_allclose(K, laplacian_kernel(X, ours.components_, gamma=0.4), rtol=1e-12, atol=0)
+    theirs = SkNystroem(kernel="laplacian", gamma=0.4, n_components=200, random_state=0).fit(X)
+    tol = 1e-10 if dtype == np.float64 else 2e-4
+    np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=tol, atol=tol)
+    lazy = ours.transform(da.from_array(X, chunks=(700, -1))).compute()
+    np.testing.assert_array_equal(lazy, transform_by_blocks(ours, X, 700))
+    assert_chunking_promise(ours, X, lazy)
