@@ -56,6 +56,7 @@ def _compile():
     k.cos_rows(row, np.zeros(2), 1.0, row.copy())
     k.sincos_rows(row, 1.0, np.zeros((1, 4)))
     k.l1_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
+    k.chi2_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
     return k
 
 
@@ -135,17 +136,31 @@ def _dot(block, weights):
 
 # -- Nystroem kernels --------------------------------------------------------------------------
 
-def laplacian_kernel(part, landmarks_t, gamma):
-    """``exp(-gamma ||x - l||_1)`` for dense rows against landmarks (given transposed, float64), in
-    float64 as scikit-learn's ``laplacian_kernel`` (whose scipy cityblock loop is scalar); None
-    where the compiled path is off or the rows are sparse: the caller then uses scikit-learn."""
-    if sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < MIN_COMPILED_VALUES // 64:
+#: Nystroem kernels computed here: name -> (compiled distance, gamma's sign in exp(sign gamma D))
+_PAIRWISE = {"laplacian": ("l1_distances", -1.0), "chi2": ("chi2_distances", 1.0),
+             "additive_chi2": ("chi2_distances", None)}
+
+
+def pairwise_kernel(metric, part, landmarks_t, gamma):
+    """k(rows, landmarks) for the laplacian, chi2 and additive_chi2 kernels, in float64, or None.
+
+    The landmarks come transposed, in float64. scikit-learn computes these kernels in scalar
+    loops (scipy's cityblock, its Cython chi2); here the inner loop runs over landmarks and
+    vectorizes, summing the features in scikit-learn's order. None where the compiled path is
+    off, the rows are sparse or negative (scikit-learn's kernel then raises its own error), or the
+    slice is too small to pay: the caller then uses scikit-learn.
+    """
+    if metric not in _PAIRWISE or sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < 1024:
         return None
     k = _kernels()
     if k is None:
         return None
+    distance, sign = _PAIRWISE[metric]
+    if distance == "chi2_distances" and (part < 0).any():
+        return None
     out = np.empty((part.shape[0], landmarks_t.shape[1]))
-    k.l1_distances(np.ascontiguousarray(part), landmarks_t, out)
-    out *= -gamma
-    np.exp(out, out=out)
+    getattr(k, distance)(np.ascontiguousarray(part), landmarks_t, out)
+    if sign is not None:
+        out *= sign * gamma
+        np.exp(out, out=out)
     return out

@@ -113,3 +113,25 @@ def l1_distances(X, landmarks_t, out):
             lf = landmarks_t[f]
             for l in range(m):
                 row[l] += abs(x - lf[l])
+
+
+@jit
+def chi2_distances(X, landmarks_t, out):
+    """out[i, l] = -sum_f (x_f - l_f)^2 / (x_f + l_f) over terms with x_f + l_f != 0, summed over f
+    in order as scikit-learn's ``_chi2_kernel_fast`` does (its additive_chi2_kernel)."""
+    n, d = X.shape
+    m = landmarks_t.shape[1]
+    for i in range(n):
+        row = out[i]
+        for l in range(m):
+            row[l] = 0.0
+        for f in range(d):
+            x = np.float64(X[i, f])
+            lf = landmarks_t[f]
+            for l in range(m):
+                y = lf[l]
+                nom = x + y
+                diff = x - y
+                row[l] += diff * diff / nom if nom != 0.0 else 0.0
+        for l in range(m):
+            row[l] = -row[l]

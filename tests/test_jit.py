@@ -163,19 +163,34 @@ def _kernel_stats():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_compiled_laplacian_nystroem_equals_scikit_learns(dtype, compiled_always):
+@pytest.mark.parametrize("kernel,gamma", [("laplacian", 0.4), ("laplacian", None), ("chi2", 0.7), ("chi2", None),
+                                          ("additive_chi2", None)])
+def test_compiled_pairwise_kernels_equal_scikit_learns(kernel, gamma, dtype):
     from sklearn.kernel_approximation import Nystroem as SkNystroem
-    from sklearn.metrics.pairwise import laplacian_kernel
+    from sklearn.metrics.pairwise import pairwise_kernels
 
     X = np.random.default_rng(5).random((3000, 20)).astype(dtype)
-    ours = dkapprox.Nystroem(kernel="laplacian", gamma=0.4, n_components=200, random_state=0).fit(X)
+    X[:5, :3] = 0.0  # chi2: terms with x + l == 0 are skipped
+    params = {} if gamma is None else {"gamma": gamma}
+    ours = dkapprox.Nystroem(kernel=kernel, n_components=200, random_state=0, **params).fit(X)
     landmarks_t = np.ascontiguousarray(ours.components_.astype(np.float64).T)
-    K = _jit.laplacian_kernel(X, landmarks_t, 0.4)
+    default = (1.0 if kernel == "chi2" else 1 / 20) if gamma is None else gamma
+    K = _jit.pairwise_kernel(kernel, X, landmarks_t, default)
     assert K is not None  # the compiled path ran
-    np.testing.assert_allclose(K, laplacian_kernel(X, ours.components_, gamma=0.4), rtol=1e-12, atol=0)
-    theirs = SkNystroem(kernel="laplacian", gamma=0.4, n_components=200, random_state=0).fit(X)
-    tol = 1e-10 if dtype == np.float64 else 2e-4
-    np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=tol, atol=tol)
+    expected = pairwise_kernels(X.astype(np.float64), ours.components_.astype(np.float64), metric=kernel,
+                                filter_params=True, **params)
+    np.testing.assert_allclose(K, expected, rtol=1e-12, atol=1e-300)
+    if kernel != "additive_chi2":  # scikit-learn's Nystroem takes no indefinite kernel
+        theirs = SkNystroem(kernel=kernel, n_components=200, random_state=0, **params).fit(X)
+        tol = 1e-10 if dtype == np.float64 else 2e-4
+        np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=tol, atol=tol)
     lazy = ours.transform(da.from_array(X, chunks=(700, -1))).compute()
     np.testing.assert_array_equal(lazy, transform_by_blocks(ours, X, 700))
     assert_chunking_promise(ours, X, lazy)
+
+
+def test_negative_input_to_chi2_gets_scikit_learns_error():
+    X = np.random.default_rng(6).random((500, 5))
+    est = dkapprox.Nystroem(kernel="chi2", n_components=50, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="negative values"):
+        est.transform(X - 0.5)

@@ -156,25 +156,27 @@ def nystroem_features(block, state):
     out = np.empty((block.shape[0], N.shape[1]), dtype=N.dtype)
     slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
     rbf = RBFSlices.of(state, block, slices)
-    laplacian_t = _laplacian_landmarks(state, block)
+    compiled_t = _compiled_landmarks(state, block)
     for s in slices:
         part = block[s]
         K = None
         if rbf is not None:
             K = rbf.kernel(part)
-        elif laplacian_t is not None:
-            K = _jit.laplacian_kernel(part, laplacian_t, dict(state.kernel.params).get("gamma") or
-                                      1.0 / block.shape[1])
+        elif compiled_t is not None:
+            gamma = dict(state.kernel.params).get("gamma")
+            gamma = (1.0 if state.kernel.metric == "chi2" else 1.0 / block.shape[1]) if gamma is None else gamma
+            K = _jit.pairwise_kernel(state.kernel.metric, part, compiled_t, gamma)
         if K is None:
             K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs)
         np.matmul(K.astype(N.dtype, copy=False), N, out=out[s])
     return out
 
 
-def _laplacian_landmarks(state, block):
-    """The landmarks transposed in float64 for the compiled laplacian kernel, or None."""
+def _compiled_landmarks(state, block):
+    """The landmarks transposed, in float64, for a kernel :func:`dkapprox._jit.pairwise_kernel` computes."""
     metric = state.kernel.metric
-    if not (isinstance(metric, str) and metric == "laplacian") or sp.issparse(block) or sp.issparse(state.landmarks):
+    if not (isinstance(metric, str) and metric in ("laplacian", "chi2", "additive_chi2")) or \
+            sp.issparse(block) or sp.issparse(state.landmarks):
         return None
     return np.ascontiguousarray(np.asarray(state.landmarks, dtype=np.float64).T)
 
