@@ -194,3 +194,35 @@ def test_negative_input_to_chi2_gets_scikit_learns_error():
     est = dkapprox.Nystroem(kernel="chi2", n_components=50, random_state=0).fit(X)
     with pytest.raises(ValueError, match="negative values"):
         est.transform(X - 0.5)
+
+
+def test_read_only_package_folder_caches_in_the_users_folder(tmp_path):
+    """A package folder on a read-only file system (a container image): numba keeps the compiled
+    code in the user's cache folder instead, and the next process loads it from there."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root with util-linux: a read-only bind mount must be possible")
+        pytest.skip("needs root and unshare for a read-only bind mount")
+    src, home = tmp_path / "src", tmp_path / "home"
+    shutil.copytree(Path(_jit.__file__).parent, src / "dkapprox", ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    probe = ("import dkapprox; from dkapprox import _jit; k = _jit._kernels(); "
+             "print(dkapprox.__file__, sum(k.cos_rows.stats.cache_hits.values()))")
+    script = (f"mount --bind {src} {src} && mount -o remount,ro,bind {src} && "
+              f"! touch {src}/written 2>/dev/null && "
+              f"{sys.executable} -c '{probe}' && {sys.executable} -c '{probe}'")
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(src))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("DKAPPROX_JIT", None)
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split("\n")[:2]
+    assert first.startswith(str(src)) and first.endswith(" 0")  # compiled: nothing to load yet
+    assert second.endswith(" 1")  # the second process loaded cos_rows from the cache
+    assert list((home / ".cache" / "numba").rglob("*cos_rows*.nbi"))
+    assert not (src / "dkapprox" / "__pycache__").exists() or not list((src / "dkapprox" / "__pycache__").glob("*.nbi"))
