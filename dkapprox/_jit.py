@@ -57,6 +57,8 @@ def _compile():
     k.sincos_rows(row, 1.0, np.zeros((1, 4)))
     k.l1_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
     k.chi2_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
+    for dtype in (np.float64, np.float32):
+        k.rbf_exponents(row, np.zeros(1), np.zeros(2), 1.0, np.zeros((1, 2), dtype=dtype))
     return k
 
 
@@ -164,3 +166,16 @@ def pairwise_kernel(metric, part, landmarks_t, gamma):
         out *= sign * gamma
         np.exp(out, out=out)
     return out
+
+
+def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
+    """``out = -gamma max(-2 D + |x|^2 + |l|^2, 0)`` in one compiled pass; False where it is off.
+
+    The caller (Nystroem's rbf slices) then runs the same steps in NumPy, six passes.
+    """
+    k = _kernels()
+    if k is None or D.shape[0] * D.shape[1] < 1024:
+        return False
+    k.rbf_exponents(D, row_norms, landmark_norms[0] if landmark_norms.ndim == 2 else landmark_norms, float(gamma),
+                    out)
+    return True

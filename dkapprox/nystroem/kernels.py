@@ -224,14 +224,15 @@ class RBFSlices:
             x = part
         D = self.distances[:n]
         np.matmul(x, self.landmarks.T, out=D)
-        D *= -2.0
-        D += row_norms(x, squared=True)[:, None]
-        D += self.landmark_norms
         K = self.out[:n]
-        if K is not D:
-            K[...] = D
-        np.maximum(K, 0, out=K)
-        K *= -self.gamma
+        if not _jit.rbf_exponents(D, row_norms(x, squared=True), self.landmark_norms, self.gamma, K):
+            D *= -2.0
+            D += row_norms(x, squared=True)[:, None]
+            D += self.landmark_norms
+            if K is not D:
+                K[...] = D
+            np.maximum(K, 0, out=K)
+            K *= -self.gamma
         np.exp(K, out=K)
         return K
 
