@@ -28,9 +28,10 @@ LAYERS = [
     ("foundation", ["dkapprox.errors", "dkapprox._version"], []),
     # the engine: every dask graph; a leaf, like dask's map_blocks, knowing nothing above it
     ("engine", ["dkapprox._graph"], []),
-    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray
+    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray, and the
+    # compiled block kernels (numba) with their NumPy fallbacks
     ("helpers", ["dkapprox._sklearn_compat", "dkapprox._stats", "dkapprox._random", "dkapprox._xarray",
-                 "dkapprox._system"], ["foundation"]),
+                 "dkapprox._system", "dkapprox._jit", "dkapprox._jit_kernels"], ["foundation"]),
     # Zarr read (opened and checked before the engine sees an array) and clusters (worker deaths
     # explained around a compute)
     ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common"],

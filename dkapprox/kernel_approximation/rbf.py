@@ -10,9 +10,8 @@ import scipy.sparse as sp
 from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
-from sklearn.utils.extmath import safe_sparse_dot
 
-from .. import _graph, _lazy
+from .. import _graph, _jit, _lazy
 from .._base import BlockwiseTransformer
 from .._stats import combine_block_moments, moments
 from .._validation import BlockCheck
@@ -27,15 +26,7 @@ class FourierState:
 
 
 def fourier_features(block, state):
-    return cos_features(safe_sparse_dot(block, state.weights), state.offset)
-
-
-def cos_features(proj, offset):
-    """``sqrt(2 / D) cos(proj + offset)`` for the ``(n, D)`` projections ``proj``, in place."""
-    proj += offset
-    np.cos(proj, out=proj)
-    proj *= math.sqrt(2.0 / proj.shape[1])  # a Python float keeps float32
-    return proj
+    return _jit.fourier_map(block, state.weights, state.offset, math.sqrt(2.0 / state.offset.shape[0]))
 
 
 def data_variance(X, estimator_name):

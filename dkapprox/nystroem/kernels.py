@@ -16,6 +16,8 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
+from .. import _jit
+
 PRECOMPUTED = "precomputed"
 
 
@@ -154,14 +156,29 @@ def nystroem_features(block, state):
     out = np.empty((block.shape[0], N.shape[1]), dtype=N.dtype)
     slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
     rbf = RBFSlices.of(state, block, slices)
+    compiled_t = _compiled_landmarks(state, block)
     for s in slices:
         part = block[s]
+        K = None
         if rbf is not None:
             K = rbf.kernel(part)
-        else:
-            K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs).astype(N.dtype, copy=False)
-        np.matmul(K, N, out=out[s])
+        elif compiled_t is not None:
+            gamma = dict(state.kernel.params).get("gamma")
+            gamma = (1.0 if state.kernel.metric == "chi2" else 1.0 / block.shape[1]) if gamma is None else gamma
+            K = _jit.pairwise_kernel(state.kernel.metric, part, compiled_t, gamma)
+        if K is None:
+            K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs)
+        np.matmul(K.astype(N.dtype, copy=False), N, out=out[s])
     return out
+
+
+def _compiled_landmarks(state, block):
+    """The landmarks transposed, in float64, for a kernel :func:`dkapprox._jit.pairwise_kernel` computes."""
+    metric = state.kernel.metric
+    if not (isinstance(metric, str) and metric in ("laplacian", "chi2", "additive_chi2")) or \
+            sp.issparse(block) or sp.issparse(state.landmarks):
+        return None
+    return np.ascontiguousarray(np.asarray(state.landmarks, dtype=np.float64).T)
 
 
 class RBFSlices:
@@ -207,14 +224,15 @@ class RBFSlices:
             x = part
         D = self.distances[:n]
         np.matmul(x, self.landmarks.T, out=D)
-        D *= -2.0
-        D += row_norms(x, squared=True)[:, None]
-        D += self.landmark_norms
         K = self.out[:n]
-        if K is not D:
-            K[...] = D
-        np.maximum(K, 0, out=K)
-        K *= -self.gamma
+        if not _jit.rbf_exponents(D, row_norms(x, squared=True), self.landmark_norms, self.gamma, K):
+            D *= -2.0
+            D += row_norms(x, squared=True)[:, None]
+            D += self.landmark_norms
+            if K is not D:
+                K[...] = D
+            np.maximum(K, 0, out=K)
+            K *= -self.gamma
         np.exp(K, out=K)
         return K
 

@@ -14,11 +14,10 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.extmath import safe_sparse_dot
 
+from .. import _jit
 from .._base import BlockwiseTransformer
 from .._sklearn_compat import Interval, StrOptions
-from ..kernel_approximation.rbf import cos_features
 from . import _sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum
@@ -39,18 +38,11 @@ class RandomFeatureState:
 
 def random_fourier_features(block, state):
     """``sqrt(2/D) cos(X W + b)``, or ``sqrt(2/D) [cos(X W), sin(X W)]`` with D/2 frequencies."""
-    if isinstance(state.weights, StructuredProjection):
-        proj = structured_project(block, state.weights)
-    else:
-        proj = safe_sparse_dot(block, state.weights)
-    n_freq = proj.shape[1]
-    if state.offset is not None:
-        return cos_features(proj, state.offset)
-    out = np.empty((proj.shape[0], 2 * n_freq), dtype=proj.dtype)
-    np.cos(proj, out=out[:, :n_freq])
-    np.sin(proj, out=out[:, n_freq:])
-    out *= math.sqrt(1.0 / n_freq)
-    return out
+    structured = isinstance(state.weights, StructuredProjection)
+    n_freq = state.weights.n_frequencies if structured else state.weights.shape[1]
+    scale = math.sqrt(2.0 / n_freq) if state.offset is not None else math.sqrt(1.0 / n_freq)
+    project = (lambda b: structured_project(b, state.weights)) if structured else None
+    return _jit.fourier_map(block, state.weights, state.offset, scale, project=project)
 
 
 class RandomFourierFeatures(BlockwiseTransformer):

@@ -1,0 +1,181 @@
+"""Compiled block kernels (numba), with the NumPy code as reference and fallback.
+
+NumPy has had no SIMD float64 cosine since 1.25 (numpy#23925: disabled for
+accuracy), so ``np.cos`` on float64 goes through scalar libm, and a float64
+Fourier feature block spends most of its time there rather than in its matrix
+product. This module compiles a branch-free cosine and sine (fdlibm's
+algorithms: Cody-Waite reduction by pi/2 in three 33-bit parts, then the
+minimax polynomials of ``k_cos.c`` and ``k_sin.c``, within 1 ulp of the true
+value), fused with the offset addition and the scale in one pass over the
+product while it is in cache. Arguments beyond ``REDUCTION_LIMIT`` (where the
+three-part reduction stops being exact) and non-finite ones take libm's
+``cos``/``sin`` itself.
+
+Switches: ``DKAPPROX_JIT=0`` in the environment turns every compiled path off
+(the NumPy reference runs), and so does a numba that is missing or fails to
+compile (a warning says why, once). :func:`enabled` tells which path runs.
+Compiled code is cached on disk (``cache=True``): numba keeps it beside this
+file, or in the user's cache folder when the package folder is read-only, so
+a worker process loads it instead of compiling.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+_state = {"kernels": None, "error": None}
+
+
+def enabled() -> bool:
+    """True when the compiled kernels run (numba present, compiled, not turned off)."""
+    return _kernels() is not None
+
+
+def _kernels():
+    if os.environ.get("DKAPPROX_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    if _state["kernels"] is None and _state["error"] is None:
+        try:
+            _state["kernels"] = _compile()
+        except Exception as exc:  # no numba, or it cannot compile here: the NumPy path runs
+            _state["error"] = exc
+            warnings.warn(f"dkapprox: compiled kernels unavailable ({type(exc).__name__}: {exc}); "
+                          "using the NumPy path", RuntimeWarning, stacklevel=3)
+    return _state["kernels"]
+
+
+def _compile():
+    """Import the kernels and run each once on a tiny array: compiles, or loads numba's disk cache."""
+    from . import _jit_kernels as k
+
+    row = np.zeros((1, 2))
+    k.cos_rows(row, np.zeros(2), 1.0, row.copy())
+    k.sincos_rows(row, 1.0, np.zeros((1, 4)))
+    k.l1_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
+    k.chi2_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
+    for dtype in (np.float64, np.float32):
+        k.rbf_exponents(row, np.zeros(1), np.zeros(2), 1.0, np.zeros((1, 2), dtype=dtype))
+    return k
+
+
+# -- the Fourier feature map, compiled where it pays ---------------------------------------------
+
+#: below this many output values a block takes the NumPy path: loading the compiled code (about
+#: 1 s the first time in a process) would cost more than it saves
+MIN_COMPILED_VALUES = 2**16
+#: rows per tile: the product of a tile (tile x n_frequencies float64) stays in L2 for its cos
+TILE_VALUES = 2**17
+
+
+def fourier_map(block, weights, offset, scale, project=None):
+    """``scale cos(block @ weights + offset)``, or ``scale [cos, sin](block @ weights)`` if offset is None.
+
+    ``project(block) -> product`` replaces ``block @ weights`` (a structured projection). The
+    compiled path (float64 only: NumPy's float32 cos is SIMD already) multiplies a tile of rows
+    and takes its cos while the product is in cache; the NumPy path is the reference. A tile's
+    product is the same BLAS call for the same block, so a block computed again gives the same
+    bits; other tilings round within the bound of other chunkings (README, "Precision").
+    """
+    n_freq = weights.shape[1] if project is None else None
+    product = None
+    if project is not None:
+        product = project(block)
+        n_freq = product.shape[1]
+    n_out = n_freq if offset is not None else 2 * n_freq
+    dtype = np.result_type(block.dtype, weights.dtype) if product is None else product.dtype
+    k = _kernels() if dtype == np.float64 and block.shape[0] * n_out >= MIN_COMPILED_VALUES else None
+    if k is None:
+        return _numpy_fourier(_dot(block, weights) if product is None else product, offset, scale)
+    offset64 = np.zeros(n_freq) if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
+    if product is not None or sp.issparse(block):
+        product = np.ascontiguousarray(_dot(block, weights) if product is None else product)
+        return _compiled_epilogue(k, product, offset64, offset is None, scale)
+    out = np.empty((block.shape[0], n_out))
+    rows = max(1, TILE_VALUES // n_freq)
+    for start in range(0, block.shape[0], rows):
+        tile = slice(start, start + rows)
+        if offset is not None:
+            np.matmul(block[tile], weights, out=out[tile])
+            k.cos_rows(out[tile], offset64, float(scale), out[tile])
+        else:
+            k.sincos_rows(np.matmul(block[tile], weights), float(scale), out[tile])
+    return out
+
+
+def _compiled_epilogue(k, product, offset64, paired, scale):
+    if not paired:
+        k.cos_rows(product, offset64, float(scale), product)
+        return product
+    out = np.empty((product.shape[0], 2 * product.shape[1]))
+    k.sincos_rows(product, float(scale), out)
+    return out
+
+
+def _numpy_fourier(product, offset, scale):
+    """The reference: NumPy's cos and sin, in the product's dtype."""
+    if offset is not None:
+        product += offset
+        np.cos(product, out=product)
+        product *= scale  # a Python float keeps float32
+        return product
+    n_freq = product.shape[1]
+    out = np.empty((product.shape[0], 2 * n_freq), dtype=product.dtype)
+    np.cos(product, out=out[:, :n_freq])
+    np.sin(product, out=out[:, n_freq:])
+    out *= scale
+    return out
+
+
+def _dot(block, weights):
+    from sklearn.utils.extmath import safe_sparse_dot
+
+    return safe_sparse_dot(block, weights)
+
+
+# -- Nystroem kernels --------------------------------------------------------------------------
+
+#: Nystroem kernels computed here: name -> (compiled distance, gamma's sign in exp(sign gamma D))
+_PAIRWISE = {"laplacian": ("l1_distances", -1.0), "chi2": ("chi2_distances", 1.0),
+             "additive_chi2": ("chi2_distances", None)}
+
+
+def pairwise_kernel(metric, part, landmarks_t, gamma):
+    """k(rows, landmarks) for the laplacian, chi2 and additive_chi2 kernels, in float64, or None.
+
+    The landmarks come transposed, in float64. scikit-learn computes these kernels in scalar
+    loops (scipy's cityblock, its Cython chi2); here the inner loop runs over landmarks and
+    vectorizes, summing the features in scikit-learn's order. None where the compiled path is
+    off, the rows are sparse or negative (scikit-learn's kernel then raises its own error), or the
+    slice is too small to pay: the caller then uses scikit-learn.
+    """
+    if metric not in _PAIRWISE or sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < 1024:
+        return None
+    k = _kernels()
+    if k is None:
+        return None
+    distance, sign = _PAIRWISE[metric]
+    if distance == "chi2_distances" and (part < 0).any():
+        return None
+    out = np.empty((part.shape[0], landmarks_t.shape[1]))
+    getattr(k, distance)(np.ascontiguousarray(part), landmarks_t, out)
+    if sign is not None:
+        out *= sign * gamma
+        np.exp(out, out=out)
+    return out
+
+
+def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
+    """``out = -gamma max(-2 D + |x|^2 + |l|^2, 0)`` in one compiled pass; False where it is off.
+
+    The caller (Nystroem's rbf slices) then runs the same steps in NumPy, six passes.
+    """
+    k = _kernels()
+    if k is None or D.shape[0] * D.shape[1] < 1024:
+        return False
+    k.rbf_exponents(D, row_norms, landmark_norms[0] if landmark_norms.ndim == 2 else landmark_norms, float(gamma),
+                    out)
+    return True

@@ -1,0 +1,228 @@
+"""The compiled Fourier feature map against the NumPy reference, libm and scikit-learn."""
+
+import math
+import subprocess
+import sys
+
+import dask.array as da
+import numpy as np
+import pytest
+from _rounding import assert_chunking_promise, transform_by_blocks
+from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
+
+import dkapprox
+from dkapprox import _jit
+
+pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="numba is a dependency: this fails where it is missing")
+
+
+@pytest.fixture
+def compiled_always(monkeypatch):
+    """Every float64 block takes the compiled path, however small."""
+    monkeypatch.setattr(_jit, "MIN_COMPILED_VALUES", 0)
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    monkeypatch.setenv("DKAPPROX_JIT", "0")
+
+
+def ulps(got, expected):
+    return np.abs(got - expected) / np.spacing(np.maximum(np.abs(expected), np.finfo(np.float64).tiny))
+
+
+@pytest.mark.parametrize("limit", [1.0, 1e3, 1e5, _jit._kernels().REDUCTION_LIMIT if _jit.enabled() else 1.0])
+def test_cos_and_sin_within_two_ulp_of_libm(limit):
+    k = _jit._kernels()
+    x = np.random.default_rng(0).uniform(-limit, limit, size=(400, 500))
+    x[0, :4] = [0.0, -0.0, limit, -limit]
+    cos = np.empty_like(x)
+    k.cos_rows(x, np.zeros(500), 1.0, cos)
+    both = np.empty((400, 1000))
+    k.sincos_rows(x, 1.0, both)
+    assert ulps(cos, np.cos(x)).max() <= 2 and ulps(both[:, :500], np.cos(x)).max() <= 2
+    assert ulps(both[:, 500:], np.sin(x)).max() <= 2
+    np.testing.assert_array_equal(both[:, :500], cos)
+
+
+def test_beyond_the_reduction_libm_itself():
+    k = _jit._kernels()
+    x = np.array([[1e6, -3e7, 1e300, np.inf, -np.inf, np.nan, k.REDUCTION_LIMIT * 1.0000001, 0.5]])
+    cos = np.empty_like(x)
+    with np.errstate(invalid="ignore"):
+        k.cos_rows(x, np.zeros(x.shape[1]), 2.0, cos)
+        both = np.empty((1, 2 * x.shape[1]))
+        k.sincos_rows(x, 2.0, both)
+        np.testing.assert_array_equal(cos[:, :-1], 2.0 * np.cos(x[:, :-1]))
+        np.testing.assert_array_equal(both[:, x.shape[1]:-1], 2.0 * np.sin(x[:, :-1]))
+
+
+def fourier_estimators():
+    yield dkapprox.RBFSampler(n_components=64, gamma=0.3, random_state=0)
+    yield dkapprox.SkewedChi2Sampler(n_components=64, random_state=0)
+    for kernel in ("rbf", "laplacian", "cauchy", "matern"):
+        for features in ("cos", "sincos"):
+            for sampling in ("iid", "orthogonal", "structured", "qmc"):
+                yield dkapprox.RandomFourierFeatures(64, kernel=kernel, gamma=0.3, features=features,
+                                                     sampling=sampling, random_state=0)
+
+
+ESTIMATORS = list(fourier_estimators())
+
+
+def ident(est):
+    p = est.get_params()
+    return f"{type(est).__name__}-{p.get('kernel', '')}-{p.get('features', '')}-{p.get('sampling', '')}"
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=ident)
+def test_compiled_path_equals_the_numpy_reference_within_the_cos_rounding(estimator, compiled_always, monkeypatch):
+    X = np.random.default_rng(1).random((300, 12)) + 0.01
+    est = estimator.fit(X)
+    compiled = est.transform(X)
+    monkeypatch.setenv("DKAPPROX_JIT", "0")
+    reference = est.transform(X)
+    assert compiled.dtype == reference.dtype == np.float64
+    # both cos within 1 ulp of the true value, the tiles' products within the chunking bound
+    assert_chunking_promise(est, X, compiled, reference, what="compiled vs NumPy")
+    assert (compiled != reference).any()  # the compiled path ran: its cos rounds otherwise somewhere
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS[:6], ids=ident)
+def test_compiled_same_blocks_same_bits_and_chunking_within_the_bound(estimator, compiled_always):
+    X = np.random.default_rng(2).random((500, 12)) + 0.01
+    est = estimator.fit(X)
+    lazy = est.transform(da.from_array(X, chunks=(97, -1)))
+    got = lazy.compute()
+    np.testing.assert_array_equal(got, transform_by_blocks(est, X, 97))
+    np.testing.assert_array_equal(lazy.compute(), got)
+    assert_chunking_promise(est, X, got)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_rbf_sampler_gives_scikit_learns_numbers(seed, compiled_always):
+    X = np.random.default_rng(seed).normal(size=(2000, 32))
+    ours = dkapprox.RBFSampler(n_components=512, gamma=0.1, random_state=seed).fit(X).transform(X)
+    theirs = SkRBFSampler(n_components=512, gamma=0.1, random_state=seed).fit(X).transform(X)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_large_gamma_arguments_take_libm(compiled_always):
+    X = np.random.default_rng(3).normal(size=(200, 8)) * 1e3
+    est = dkapprox.RBFSampler(n_components=64, gamma=1e6, random_state=0).fit(X)  # |x.w| ~ 1e6 or more
+    W = est.random_weights_
+    assert np.abs(X @ W).max() > _jit._kernels().REDUCTION_LIMIT
+    expected = math.sqrt(2 / 64) * np.cos(X @ W + est.random_offset_)
+    assert_chunking_promise(est, X, est.transform(X), expected)
+
+
+def test_float32_and_small_blocks_stay_on_numpy(monkeypatch):
+    X = np.random.default_rng(4).random((100, 8))
+    est = dkapprox.RBFSampler(n_components=32, random_state=0).fit(X)
+    for data in (X.astype(np.float32), X):  # float32: NumPy's SIMD cos; 100 x 32 < MIN_COMPILED_VALUES
+        monkeypatch.delenv("DKAPPROX_JIT", raising=False)
+        a = est.transform(data)
+        monkeypatch.setenv("DKAPPROX_JIT", "0")
+        np.testing.assert_array_equal(a, est.transform(data))
+
+
+def test_switched_off_or_missing_numba_runs_the_numpy_path(numpy_only):
+    assert not _jit.enabled()
+    code = ("import sys, warnings; sys.modules['numba'] = None\n"
+            "import numpy as np, dkapprox\n"
+            "from dkapprox import _jit\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    on = _jit.enabled()\n"
+            "Z = dkapprox.RBFSampler(n_components=512, random_state=0).fit_transform(np.ones((400, 4)))\n"
+            "print(on, Z.shape, [str(x.message) for x in w])\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DKAPPROX_JIT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("False (400, 512)") and "compiled kernels unavailable" in out.stdout, out.stdout
+
+
+def test_a_worker_loads_the_kernels_once_not_per_task(tmp_path):
+    from distributed import Client, LocalCluster
+
+    X = da.random.default_rng(0).random((40_000, 16), chunks=(1000, 16))
+    est = dkapprox.RBFSampler(n_components=256, random_state=0).fit(X)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        est.transform(X).sum().compute()
+        stats = client.run(_kernel_stats)
+    (compiled, signatures), = stats.values()
+    assert compiled and signatures == 1  # one compiled signature served 40 blocks
+
+
+def _kernel_stats():
+    from dkapprox import _jit
+
+    k = _jit._kernels()
+    return k is not None, len(k.cos_rows.signatures)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel,gamma", [("laplacian", 0.4), ("laplacian", None), ("chi2", 0.7), ("chi2", None),
+                                          ("additive_chi2", None)])
+def test_compiled_pairwise_kernels_equal_scikit_learns(kernel, gamma, dtype):
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    X = np.random.default_rng(5).random((3000, 20)).astype(dtype)
+    X[:5, :3] = 0.0  # chi2: terms with x + l == 0 are skipped
+    params = {} if gamma is None else {"gamma": gamma}
+    ours = dkapprox.Nystroem(kernel=kernel, n_components=200, random_state=0, **params).fit(X)
+    landmarks_t = np.ascontiguousarray(ours.components_.astype(np.float64).T)
+    default = (1.0 if kernel == "chi2" else 1 / 20) if gamma is None else gamma
+    K = _jit.pairwise_kernel(kernel, X, landmarks_t, default)
+    assert K is not None  # the compiled path ran
+    expected = pairwise_kernels(X.astype(np.float64), ours.components_.astype(np.float64), metric=kernel,
+                                filter_params=True, **params)
+    np.testing.assert_allclose(K, expected, rtol=1e-12, atol=1e-300)
+    if kernel != "additive_chi2":  # scikit-learn's Nystroem takes no indefinite kernel
+        theirs = SkNystroem(kernel=kernel, n_components=200, random_state=0, **params).fit(X)
+        tol = 1e-10 if dtype == np.float64 else 2e-4
+        np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=tol, atol=tol)
+    lazy = ours.transform(da.from_array(X, chunks=(700, -1))).compute()
+    np.testing.assert_array_equal(lazy, transform_by_blocks(ours, X, 700))
+    assert_chunking_promise(ours, X, lazy)
+
+
+def test_negative_input_to_chi2_gets_scikit_learns_error():
+    X = np.random.default_rng(6).random((500, 5))
+    est = dkapprox.Nystroem(kernel="chi2", n_components=50, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="negative values"):
+        est.transform(X - 0.5)
+
+
+def test_read_only_package_folder_caches_in_the_users_folder(tmp_path):
+    """A package folder on a read-only file system (a container image): numba keeps the compiled
+    code in the user's cache folder instead, and the next process loads it from there."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root with util-linux: a read-only bind mount must be possible")
+        pytest.skip("needs root and unshare for a read-only bind mount")
+    src, home = tmp_path / "src", tmp_path / "home"
+    shutil.copytree(Path(_jit.__file__).parent, src / "dkapprox", ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    probe = ("import dkapprox; from dkapprox import _jit; k = _jit._kernels(); "
+             "print(dkapprox.__file__, sum(k.cos_rows.stats.cache_hits.values()))")
+    script = (f"mount --bind {src} {src} && mount -o remount,ro,bind {src} && "
+              f"! touch {src}/written 2>/dev/null && "
+              f"{sys.executable} -c '{probe}' && {sys.executable} -c '{probe}'")
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(src))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("DKAPPROX_JIT", None)
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split("\n")[:2]
+    assert first.startswith(str(src)) and first.endswith(" 0")  # compiled: nothing to load yet
+    assert second.endswith(" 1")  # the second process loaded cos_rows from the cache
+    assert list((home / ".cache" / "numba").rglob("*cos_rows*.nbi"))
+    assert not (src / "dkapprox" / "__pycache__").exists() or not list((src / "dkapprox" / "__pycache__").glob("*.nbi"))
