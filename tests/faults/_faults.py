@@ -249,11 +249,20 @@ def sigkill(pid):
     os.kill(pid, signal.SIGKILL)
 
 
-def busiest_worker(client) -> tuple[str, dict]:
-    """The running worker holding the most results (then: running the most tasks): killing it loses work."""
+def busiest_worker(client, holding=None) -> tuple[str, dict]:
+    """The running worker holding the most results (then: running the most tasks): killing it loses work.
+
+    ``holding``: prefer a worker that holds a result whose key has this prefix (e.g. a running total).
+    """
     workers = running_workers(client)
     assert workers, "no worker is running"
-    return max(workers.items(), key=lambda item: (item[1]["in_memory"], item[1]["processing"]))
+    holders = set(client.run_on_scheduler(_holders_of, holding)) if holding else set()
+    return max(workers.items(), key=lambda item: (item[0] in holders, item[1]["in_memory"], item[1]["processing"]))
+
+
+def _holders_of(prefix, dask_scheduler=None):
+    return sorted({ws.address for ts in dask_scheduler.tasks.values()
+                   if ts.state == "memory" and key_split(ts.key) == prefix for ws in ts.who_has})
 
 
 class Removals(SchedulerPlugin):

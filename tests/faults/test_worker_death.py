@@ -75,8 +75,8 @@ def fitted(family):
 
 # -- faults: each takes the client, injects itself and says what it did ----------------------------
 
-def sigkill_one(cluster, client):
-    address, info = busiest_worker(client)
+def sigkill_one(cluster, client, holding=None):
+    address, info = busiest_worker(client, holding=holding)
     sigkill(info["pid"])
     return {"sigkills": 1, "killed": [info["pid"]], "address": address, "held": info["in_memory"]}
 
@@ -104,15 +104,20 @@ def sigkill_all(cluster, client):
 FAULTS = {"sigkill-one": sigkill_one, "retire": retire_one, "restart": restart_one, "sigkill-all": sigkill_all}
 
 
-def disturbed_run(cluster, client, run, prefixes, total, fault):
-    """``run()`` (returns a result) in a thread; ``fault`` when half of the ``prefixes[0]`` tasks are done."""
+def disturbed_run(cluster, client, run, prefixes, total, fault, holding=None):
+    """``run()`` (returns a result) in a thread; ``fault`` when half of the ``prefixes[0]`` tasks are done.
+
+    ``holding``: a key prefix; a one-worker fault then hits the worker holding a result of it (a
+    learner's running total: lost, it is recomputed from the first block), so that the fault always
+    loses needed work. Without it, the busiest worker's results may all be consumed already.
+    """
     wait_until_idle(client)  # nothing of an earlier run is reused: every task runs in this one
     t0 = time.monotonic()
     with ThreadPoolExecutor(1) as pool, get_task_stream(client) as stream:
         pending = pool.submit(run)
         progress = wait_for_progress(client, prefixes[0], total, 0.5)
         t_fault = time.monotonic()
-        report = FAULTS[fault](cluster, client)
+        report = FAULTS[fault](cluster, client, holding) if fault == "sigkill-one" else FAULTS[fault](cluster, client)
         after = task_states(client, *prefixes)
         t1 = time.monotonic()
         result = pending.result(timeout=TIMEOUT)
@@ -206,7 +211,7 @@ def test_learner_fit_survives_a_fault_half_way_with_the_undisturbed_coefficients
         _fits[learner] = fit_on_cluster(learner, X, y)
     prefixes = ["block_moments", "combine_moments", "rbfsampler-transform"]
     fitted_, report = disturbed_run(cluster, client, lambda: fit_on_cluster(learner, X, y), prefixes, N_BLOCKS,
-                                    fault)
+                                    fault, holding="combine_moments")
     diffs = {name: differing_bytes(fitted_[name], value) for name, value in _fits[learner].items()}
     print(f"\n{learner} fit {fault}: bytes differ {diffs}; done at fault {report['progress'].done}/{N_BLOCKS}, "
           f"recomputed {report['recomputed']}")
