@@ -75,6 +75,7 @@ def ident(est):
     return f"{type(est).__name__}-{p.get('kernel', '')}-{p.get('features', '')}-{p.get('sampling', '')}"
 
 
+@pytest.mark.filterwarnings("ignore:sampling='structured' shares one draw")  # said on purpose for product spectra
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=ident)
 def test_compiled_path_equals_the_numpy_reference_within_the_cos_rounding(estimator, compiled_always, monkeypatch):
     X = np.random.default_rng(1).random((300, 12)) + 0.01
