@@ -27,7 +27,18 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-_state = {"kernels": None, "error": None}
+_state = {"module": None, "error": None, "ready": set()}
+
+#: each kernel run once on tiny arrays of the types it is used with: compiles it, or loads it from
+#: numba's disk cache, only when a block first needs it (all of them cold: 3.3 s; one: about 1 s)
+_WARM_UP = {
+    "cos_rows": lambda k: k.cos_rows(np.zeros((1, 2)), np.zeros(2), 1.0, np.zeros((1, 2))),
+    "sincos_rows": lambda k: k.sincos_rows(np.zeros((1, 2)), 1.0, np.zeros((1, 4))),
+    "l1_distances": lambda k: k.l1_distances(np.zeros((1, 2)), np.zeros((2, 3)), np.zeros((1, 3))),
+    "chi2_distances": lambda k: k.chi2_distances(np.zeros((1, 2)), np.zeros((2, 3)), np.zeros((1, 3))),
+    "rbf_exponents": lambda k: [k.rbf_exponents(np.zeros((1, 2)), np.zeros(1), np.zeros(2), 1.0,
+                                                np.zeros((1, 2), dtype=dtype)) for dtype in (np.float64, np.float32)],
+}
 
 
 def enabled() -> bool:
@@ -35,31 +46,27 @@ def enabled() -> bool:
     return _kernels() is not None
 
 
-def _kernels():
+def _kernels(*names):
+    """The kernels module with ``names`` ready to run, or None (off, no numba, or it failed: a warning)."""
     if os.environ.get("DKAPPROX_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
-    if _state["kernels"] is None and _state["error"] is None:
-        try:
-            _state["kernels"] = _compile()
-        except Exception as exc:  # no numba, or it cannot compile here: the NumPy path runs
-            _state["error"] = exc
-            warnings.warn(f"dkapprox: compiled kernels unavailable ({type(exc).__name__}: {exc}); "
-                          "using the NumPy path", RuntimeWarning, stacklevel=3)
-    return _state["kernels"]
+    if _state["error"] is not None:
+        return None
+    try:
+        if _state["module"] is None:
+            from . import _jit_kernels
 
-
-def _compile():
-    """Import the kernels and run each once on a tiny array: compiles, or loads numba's disk cache."""
-    from . import _jit_kernels as k
-
-    row = np.zeros((1, 2))
-    k.cos_rows(row, np.zeros(2), 1.0, row.copy())
-    k.sincos_rows(row, 1.0, np.zeros((1, 4)))
-    k.l1_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
-    k.chi2_distances(row, np.zeros((2, 3)), np.zeros((1, 3)))
-    for dtype in (np.float64, np.float32):
-        k.rbf_exponents(row, np.zeros(1), np.zeros(2), 1.0, np.zeros((1, 2), dtype=dtype))
-    return k
+            _state["module"] = _jit_kernels
+        for name in names:
+            if name not in _state["ready"]:
+                _WARM_UP[name](_state["module"])
+                _state["ready"].add(name)
+    except Exception as exc:  # no numba, or it cannot compile here: the NumPy path runs
+        _state["error"], _state["module"] = exc, None
+        warnings.warn(f"dkapprox: compiled kernels unavailable ({type(exc).__name__}: {exc}); "
+                      "using the NumPy path", RuntimeWarning, stacklevel=3)
+        return None
+    return _state["module"]
 
 
 # -- the Fourier feature map, compiled where it pays ---------------------------------------------
@@ -87,7 +94,8 @@ def fourier_map(block, weights, offset, scale, project=None):
         n_freq = product.shape[1]
     n_out = n_freq if offset is not None else 2 * n_freq
     dtype = np.result_type(block.dtype, weights.dtype) if product is None else product.dtype
-    k = _kernels() if dtype == np.float64 and block.shape[0] * n_out >= MIN_COMPILED_VALUES else None
+    wanted = "cos_rows" if offset is not None else "sincos_rows"
+    k = _kernels(wanted) if dtype == np.float64 and block.shape[0] * n_out >= MIN_COMPILED_VALUES else None
     if k is None:
         return _numpy_fourier(_dot(block, weights) if product is None else product, offset, scale)
     offset64 = np.zeros(n_freq) if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
@@ -154,10 +162,10 @@ def pairwise_kernel(metric, part, landmarks_t, gamma):
     """
     if metric not in _PAIRWISE or sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < 1024:
         return None
-    k = _kernels()
+    distance, sign = _PAIRWISE[metric]
+    k = _kernels(distance)
     if k is None:
         return None
-    distance, sign = _PAIRWISE[metric]
     if distance == "chi2_distances" and (part < 0).any():
         return None
     out = np.empty((part.shape[0], landmarks_t.shape[1]))
@@ -173,8 +181,8 @@ def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
 
     The caller (Nystroem's rbf slices) then runs the same steps in NumPy, six passes.
     """
-    k = _kernels()
-    if k is None or D.shape[0] * D.shape[1] < 1024:
+    k = _kernels("rbf_exponents") if D.shape[0] * D.shape[1] >= 1024 else None
+    if k is None:
         return False
     k.rbf_exponents(D, row_norms, landmark_norms[0] if landmark_norms.ndim == 2 else landmark_norms, float(gamma),
                     out)
