@@ -45,30 +45,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "cluster"))
 from _common import print_table  # noqa: E402
-from _slurm import DOWN, OneNodeSlurm  # noqa: E402
+from _slurm import DOWN, OneNodeSlurm, site_config  # noqa: E402
 
 BLOCK, FEATURES = 250, 16
 
 
 def slurm_yaml(path, name, *, queue="debug", scale="jobs: 2"):
-    path.write_text(f"""\
-kind: slurm
-cores: 1
-processes: 1
-memory: 1GiB
-job_mem: 1200M
-{scale}
-queue: {queue}
-walltime: "00:30:00"
-job_name: {name}
-python: {sys.executable}
-interface: lo
-local_directory: {path.parent / 'spill'}
-log_directory: {path.parent / 'logs'}
-worker_extra_args: ["--lifetime", "25m", "--lifetime-stagger", "1m"]
-scheduler_options: {{dashboard_address: ":0"}}
-""")
-    return path
+    """The tests' site config with a longer walltime and lifetime for the benchmark's larger jobs."""
+    return site_config(path, name, queue=queue, scale=scale, walltime="00:30:00", lifetime="25m")
 
 
 def timed_cli(args, env):

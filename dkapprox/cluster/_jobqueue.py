@@ -340,7 +340,8 @@ class StartWatch(_scheduler_plugin_base()):
             parts.append(f"no {kind} job of this run is queued")
         parts.append(_advice(self.config, states, ids))
         if cancelled:
-            parts.append(f"cancelled {kind} job(s) {' '.join(cancelled)} so that nothing stays queued"
+            ordered = sorted(cancelled, key=lambda i: (not str(i).isdigit(), int(i) if str(i).isdigit() else 0, str(i)))
+            parts.append(f"cancelled {kind} job(s) {' '.join(ordered)} so that nothing stays queued"
                          + cancel_note)
         return WorkersNeverStarted("; ".join(parts), job_ids=ids, reasons=states, timeout=self.timeout)
 

@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -268,3 +269,26 @@ if __name__ == "__main__":  # start, show, run one job, stop: a quick check of a
         job = slurm.run("sbatch", "--parsable", "-o", f"{tmp}/hostname.out", "--wrap", "hostname").stdout.strip()
         _wait(f"job {job}", lambda: slurm.job(job).get("JobState") == "COMPLETED", timeout=60)
         print(f"job {job} COMPLETED; sacct says:", slurm.run("sacct", "-j", job, check=False).stderr.strip())
+
+
+def site_config(path, name, *, queue=UP, scale="jobs: 2", walltime="00:10:00", lifetime="8m", extra=""):
+    """A site config as slurm.yaml's comments say to write one, for this machine (1 core, 1 worker per job)."""
+    path.write_text(f"""\
+kind: slurm
+cores: 1
+processes: 1
+memory: 1GiB
+job_mem: 1200M
+{scale}
+queue: {queue}
+walltime: "{walltime}"
+job_name: {name}
+python: {sys.executable}
+interface: lo
+local_directory: {path.parent / 'spill'}
+log_directory: {path.parent / 'logs'}
+death_timeout: 60s
+worker_extra_args: ["--lifetime", "{lifetime}", "--lifetime-stagger", "1m"]
+scheduler_options: {{dashboard_address: ":0"}}
+{extra}""")
+    return path

@@ -32,7 +32,7 @@ from dkapprox.errors import WorkersNeverStarted
 from dkapprox.kernel_approximation import RBFSampler
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _slurm import DOWN, UP, OneNodeSlurm, SlurmSetupError, ensure_installed, missing_programs  # noqa: E402
+from _slurm import DOWN, UP, OneNodeSlurm, SlurmSetupError, ensure_installed, missing_programs, site_config  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -88,29 +88,6 @@ def data(tmp_path_factory):
     assert done.returncode == 0, done.stderr
     return {"input": base / "in.zarr", "local": base / "local.zarr", "X": X, "base": base,
             "local_seconds": time.monotonic() - started}
-
-
-def slurm_config(path, name, *, queue=UP, scale="jobs: 2", extra=""):
-    """A site config as slurm.yaml's comments say to write one, for this machine (1 core, 1 worker per job)."""
-    path.write_text(f"""\
-kind: slurm
-cores: 1
-processes: 1
-memory: 1GiB
-job_mem: 1200M
-{scale}
-queue: {queue}
-walltime: "00:10:00"
-job_name: {name}
-python: {sys.executable}
-interface: lo
-local_directory: {path.parent / 'spill'}
-log_directory: {path.parent / 'logs'}
-death_timeout: 60s
-worker_extra_args: ["--lifetime", "8m", "--lifetime-stagger", "1m"]
-scheduler_options: {{dashboard_address: ":0"}}
-{extra}""")
-    return path
 
 
 def env(**extra):
@@ -173,7 +150,7 @@ def _joined_jobs(stderr):
 
 
 def test_featurize_on_slurm_equals_a_local_cluster_block_for_block(slurm, data, tmp_path):
-    config = slurm_config(tmp_path / "slurm.yaml", "dkx-featurize")
+    config = site_config(tmp_path / "slurm.yaml", "dkx-featurize")
     with JobWatch(slurm, "dkx-featurize") as jobs:
         done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
                    tmp_path / "out.zarr", "--cluster", config)
@@ -193,7 +170,7 @@ def test_featurize_on_slurm_equals_a_local_cluster_block_for_block(slurm, data, 
 
 
 def test_a_worker_job_cancelled_mid_run_is_resubmitted_and_the_output_is_byte_identical(slurm, data, tmp_path):
-    config = slurm_config(tmp_path / "slurm.yaml", "dkx-scancel",
+    config = site_config(tmp_path / "slurm.yaml", "dkx-scancel",
                           scale="adapt: {minimum_jobs: 2, maximum_jobs: 2}")
     out = tmp_path / "out.zarr"
     # distributed gives a lost worker 15 s to come back before its job is replaced; 2 s keeps this test short
@@ -244,7 +221,7 @@ class BlockRuns:
 def test_python_api_connect_runs_on_slurm_and_survives_a_cancelled_job(slurm, data, tmp_path):
     from distributed.diagnostics.plugin import SchedulerPlugin
 
-    config = load_config(slurm_config(tmp_path / "slurm.yaml", "dkx-api",
+    config = load_config(site_config(tmp_path / "slurm.yaml", "dkx-api",
                                       scale="adapt: {minimum_jobs: 2, maximum_jobs: 2}"))
     plugin = type("Counter", (BlockRuns, SchedulerPlugin), {})()
     out = tmp_path / "out.zarr"
@@ -273,7 +250,7 @@ def test_python_api_connect_runs_on_slurm_and_survives_a_cancelled_job(slurm, da
 
 
 def test_a_partition_that_is_down_exits_75_in_one_line_and_leaves_nothing_queued(slurm, data, tmp_path):
-    config = slurm_config(tmp_path / "slurm.yaml", "dkx-down", queue=DOWN)
+    config = site_config(tmp_path / "slurm.yaml", "dkx-down", queue=DOWN)
     started = time.monotonic()
     done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
                tmp_path / "out.zarr", "--cluster", config, "--start-timeout", "3s", timeout=120)
@@ -300,7 +277,7 @@ def test_a_full_node_exits_75_naming_resources_and_says_to_wait_longer(slurm, da
             if slurm.job(blocker)["JobState"] == "RUNNING":
                 break
             time.sleep(0.2)
-        config = slurm_config(tmp_path / "slurm.yaml", "dkx-full", extra="start_timeout: 3s\n")
+        config = site_config(tmp_path / "slurm.yaml", "dkx-full", extra="start_timeout: 3s\n")
         done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
                    tmp_path / "out.zarr", "--cluster", config, timeout=120)
     finally:
@@ -315,7 +292,7 @@ def test_a_full_node_exits_75_naming_resources_and_says_to_wait_longer(slurm, da
 
 
 def test_a_partition_sbatch_refuses_exits_75_at_once_with_its_message(slurm, data, tmp_path):
-    config = slurm_config(tmp_path / "slurm.yaml", "dkx-typo", queue="debgu")  # a typo: no such partition
+    config = site_config(tmp_path / "slurm.yaml", "dkx-typo", queue="debgu")  # a typo: no such partition
     started = time.monotonic()
     done = cli("featurize", data["input"], "--method", "rbf", "--n-components", 64, "--out",
                tmp_path / "out.zarr", "--cluster", config, timeout=120)  # the default start_timeout: 10 min
@@ -328,7 +305,7 @@ def test_a_partition_sbatch_refuses_exits_75_at_once_with_its_message(slurm, dat
 
 
 def test_python_api_raises_workers_never_started_with_the_config_key(slurm, tmp_path):
-    config = load_config(slurm_config(tmp_path / "slurm.yaml", "dkx-down-api", queue=DOWN,
+    config = load_config(site_config(tmp_path / "slurm.yaml", "dkx-down-api", queue=DOWN,
                                       scale="adapt: {minimum_jobs: 0, maximum_jobs: 1}", extra="start_timeout: 2s\n"))
     with pytest.raises(WorkersNeverStarted) as caught:
         with connect(config) as client:
