@@ -24,3 +24,21 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One moto S3 server on loopback for the session (tests/_s3.py); reset it per test with s3."""
+    from _s3 import MotoServer
+
+    with MotoServer(log=tmp_path_factory.mktemp("moto") / "moto.log") as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server):
+    """An empty S3 (moto) with a bucket ``data``, and the AWS_* variables set for this test."""
+    s3_server.reset()
+    s3_server.make_bucket("data")
+    with s3_server.environment():
+        yield s3_server
