@@ -95,6 +95,14 @@ def open_input(path, component, block_rows=None):
     return X
 
 
+def require_workers_see(input_path):
+    """Refuse (UnsharedPathError) a local INPUT that the cluster's workers do not see, before a fit reads it."""
+    from .io._location import locate
+    from .io._probe import require_shared
+
+    require_shared(inputs=[locate(input_path)])
+
+
 def plan_of(command, input_path, component, X, model, io):
     return {
         "command": command,

@@ -44,6 +44,7 @@ from ._jobs import (
     open_input,
     plan_of,
     refuse_existing_model,
+    require_workers_see,
     summary,
     write,
 )
@@ -56,6 +57,9 @@ EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_NOPE
     65, 66, 73, 74, 75, 77, 78
 
 _debug = {"on": False}
+# distributed's own logging config gives distributed.client a level of its own (it would print a
+# traceback per reconnection attempt when the scheduler is lost); without --debug the one-line error says it
+_QUIETED = ("distributed", "distributed.client")
 
 
 class Interrupted(BaseException):
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
     _debug["on"] = False
     previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
     loggers = {name: (lg.handlers[:], lg.level, lg.propagate)
-               for name, lg in ((n, logging.getLogger(n)) for n in ("dkapprox", "distributed"))}
+               for name, lg in ((n, logging.getLogger(n)) for n in ("dkapprox", *_QUIETED))}
     try:
         dkapprox.main(args=argv, prog_name="dkapprox", standalone_mode=False)
         code = EXIT_OK
@@ -230,7 +234,8 @@ def dkapprox(debug, quiet):
     logger.setLevel(logging.ERROR if quiet else logging.INFO)
     logger.propagate = False
     if not debug:
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        for name in _QUIETED:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @dkapprox.command()
@@ -250,6 +255,7 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
     refuse_existing_model(model_path, overwrite)
     X = open_input(input_path, component)  # metadata only: a bad input fails before a cluster starts
     with _client(cluster_config, scheduler, start_timeout):
+        require_workers_see(input_path)
         started = time.perf_counter()
         est.fit(X)
         seconds = time.perf_counter() - started
@@ -298,6 +304,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     refuse_existing_model(save_model, overwrite)
     X = open_input(input_path, component, block_rows)
     with _client(cluster_config, scheduler, start_timeout) as client:
+        require_workers_see(input_path)
         started = time.perf_counter()
         est.fit(X)
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)

@@ -7,7 +7,8 @@ catches each where a builtin caller expects it. The command line maps them to
 exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
 73, ``TemporaryFailure`` (and its ``WorkerMemoryError``) and
-``ClusterConnectError`` 75, ``ClusterConfigError`` 78.
+``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
+``UnsharedPathError``) 78.
 """
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ResumeMismatchError",
     "StateError",
     "TemporaryFailure",
+    "UnsharedPathError",
     "WorkerMemoryError",
     "WorkersNeverStarted",
 ]
@@ -61,6 +63,15 @@ class StateError(DkapproxError, ValueError):
 
 class ClusterConfigError(DkapproxError, ValueError):
     """A cluster config file is unreadable, unsafe, or says something unknown."""
+
+
+class UnsharedPathError(ClusterConfigError):
+    """A local path the job reads or writes is not the same place on every worker.
+
+    Raised before anything is written, when a worker cannot read back a nonce
+    the client wrote there (workers on other hosts, each with its own disk).
+    Use storage every worker mounts at the same path, or a URL (``s3://...``).
+    """
 
 
 class ClusterConnectError(DkapproxError, ConnectionError):

@@ -7,7 +7,10 @@ import os
 import resource
 import sys
 import threading
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
+
+from ..errors import ClusterConnectError
 
 
 def run(client, lazy, *, progress=False, memory=None):
@@ -26,6 +29,9 @@ def run(client, lazy, *, progress=False, memory=None):
         their nanny killed them for memory: the message says what to lower.
     TemporaryFailure
         A task's workers died too often some other way (killed, crashed).
+    ClusterConnectError
+        The connection to the scheduler was lost mid-job (its host died or
+        the network failed); what was finished is kept, a rerun resumes.
     """
     from distributed import progress as progress_bar
 
@@ -39,9 +45,22 @@ def run(client, lazy, *, progress=False, memory=None):
                     progress_bar(future, notebook=False)
                 sys.stderr.write("\n")
             return future.result()
+    except CancelledError as exc:
+        if getattr(exc, "reason", None) != "scheduler-connection-lost" and client.status == "running":
+            raise
+        raise ClusterConnectError(
+            f"lost the connection to the scheduler at {_address(client)} mid-job (its host or the network "
+            "failed); finished blocks are kept: rerun the same command to resume") from None
     finally:
         if not future.done():
             future.cancel()
+
+
+def _address(client) -> str:
+    try:
+        return client.scheduler.address
+    except AttributeError:
+        return "(unknown)"
 
 
 def _peak_rss():

@@ -28,6 +28,7 @@ from .. import _graph
 from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from ._common import canonical_json, package_version, utc_now
 from ._location import Location, is_inside, locate, location_of_node
+from ._probe import require_shared
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
 
 COMPRESSIONS = (None, "zstd")
@@ -172,6 +173,10 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     ResumeMismatchError
         ``out`` is an unfinished dkapprox output of another plan, layout or
         dkapprox version, and not ``overwrite``.
+    UnsharedPathError
+        Under a distributed client: ``out`` (or an input) is a local path
+        that some worker does not see as the client does (workers on other
+        hosts); raised before anything is written.
     InputDataError
         ``out`` lies inside an input (or an input inside it), or ``features``
         cannot be stored (unknown chunk sizes, sparse blocks, non-numeric).
@@ -208,6 +213,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     if not allow_inside_input:
         _refuse_inside_input(loc, features, plan)
     memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
+    # workers on other hosts must see a local out (and input) as the client does, or blocks land on their disks
+    require_shared(outputs=[loc], inputs=input_locations(features, plan))
     header = {
         "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
