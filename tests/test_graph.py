@@ -130,3 +130,17 @@ def test_row_count_of_unknown_chunks():
     X = da.ones((100, 2), chunks=50)
     masked = X[X[:, 0] > 0]
     assert np.isnan(masked.shape[0]) and sum(_graph.row_sizes(masked)) == 100
+
+
+def test_dask_weighs_a_shipped_state_by_the_arrays_it_holds():
+    # priced at sys.getsizeof's 56 bytes, the state looked free to move and blocks were moved to it instead
+    from dask.sizeof import sizeof
+
+    import dkapprox
+
+    X = np.random.default_rng(0).standard_normal((600, 16))
+    for est in (dkapprox.Nystroem(n_components=256, random_state=0), dkapprox.RBFSampler(random_state=0),
+                dkapprox.GaussianRandomProjection(n_components=8, random_state=0)):
+        state = est.fit(X)._state(np.float64)
+        arrays = sum(v.nbytes for v in vars(est).values() if isinstance(v, np.ndarray))
+        assert sizeof(state) >= 0.9 * arrays > 0, type(est).__name__

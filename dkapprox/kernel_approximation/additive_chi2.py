@@ -11,6 +11,7 @@ from sklearn.kernel_approximation import AdditiveChi2Sampler as _SkAdditiveChi2S
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 from .._sklearn_compat import check_feature_names_in
 from ._kernels import chi2_sum_kernel
 
@@ -19,7 +20,7 @@ _DEFAULT_INTERVAL = {1: 0.8, 2: 0.5, 3: 0.4}
 
 
 @dataclass(frozen=True)
-class Chi2State:
+class Chi2State(SizedState):
     sample_steps: int
     sample_interval: float
 

@@ -13,12 +13,13 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 
 _TILE_BYTES = 8 * 2**20  # bound on the complex intermediate of one row tile
 
 
 @dataclass(frozen=True)
-class SketchState:
+class SketchState(SizedState):
     sketches: tuple  # degree x csc (n_features', n_components) of +-1 at the hashed column
     gamma: float
     coef0: float

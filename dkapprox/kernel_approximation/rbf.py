@@ -13,12 +13,13 @@ from sklearn.utils import check_random_state
 
 from .. import _graph, _jit, _lazy
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 from .._stats import combine_block_moments, moments
 from .._validation import BlockCheck
 
 
 @dataclass(frozen=True)
-class FourierState:
+class FourierState(SizedState):
     """cos(X @ weights + offset) * sqrt(2 / n_components)."""
 
     weights: np.ndarray  # (n_features, n_components)

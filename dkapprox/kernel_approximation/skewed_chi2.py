@@ -9,13 +9,14 @@ from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampl
 from sklearn.utils import check_random_state
 
 from .. import _lazy
+from .._graph import SizedState
 from .._validation import BlockCheck
 from ._kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 
 
 @dataclass(frozen=True)
-class SkewedChi2State:
+class SkewedChi2State(SizedState):
     skewedness: float
     fourier: FourierState
 

@@ -14,6 +14,8 @@ import numpy as np
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import assert_all_finite
 
+from .._graph import SizedState
+
 
 @dataclass(frozen=True)
 class NumericTargets:
@@ -66,7 +68,7 @@ def union_labels(parts):
 
 
 @dataclass(frozen=True)
-class LinearState:
+class LinearState(SizedState):
     """A fitted linear model: ``X @ coef.T + intercept``."""
 
     coef: np.ndarray  # (n_features,) or (n_targets, n_features)
@@ -79,7 +81,7 @@ def linear_predict(block, state):
 
 
 @dataclass(frozen=True)
-class ClassifierState:
+class ClassifierState(SizedState):
     """A fitted one-vs-all linear classifier."""
 
     coef: np.ndarray  # (n_features,) or (n_targets, n_features)

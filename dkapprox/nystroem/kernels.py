@@ -17,6 +17,7 @@ from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
 from .. import _jit
+from .._graph import SizedState
 
 PRECOMPUTED = "precomputed"
 
@@ -117,7 +118,7 @@ class Kernel:
 
 
 @dataclass(frozen=True, eq=False)
-class NystroemState:
+class NystroemState(SizedState):
     """What the transform of one block needs: k(block, landmarks) @ normalization."""
 
     kernel: Kernel

@@ -37,6 +37,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
+from .._graph import SizedState
 from .._random import GOLDEN, splitmix64
 from .kernels import Kernel, row_slices
 from .normalization import symmetric_eig
@@ -101,7 +102,7 @@ class Uniform:
 
 # -- k-means ------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class LloydState:
+class LloydState(SizedState):
     centroids: np.ndarray  # (m, n_features) float64
 
 
@@ -176,7 +177,7 @@ def row_uniforms(key: int, rows) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class LeverageState:
+class LeverageState(SizedState):
     kernel: Kernel
     pilot: object  # (p, n_features) rows
     whitening: np.ndarray  # (p, p): (K_pilot + ridge I)^(-1/2)

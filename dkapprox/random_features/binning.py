@@ -29,6 +29,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 from .._sklearn_compat import Interval
 
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
@@ -39,7 +40,7 @@ _ONE = np.uint64(1)
 
 
 @dataclass(frozen=True)
-class BinningState:
+class BinningState(SizedState):
     pitches: np.ndarray  # (n_grids, n_features), the data's dtype
     shifts: np.ndarray  # (n_grids, n_features), uniform in [0, pitch)
     multipliers: np.ndarray  # (n_grids, n_features) odd uint64

@@ -17,6 +17,7 @@ from sklearn.utils import check_random_state
 
 from .. import _jit
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 from .._sklearn_compat import Interval, StrOptions
 from . import _sampling
 from .hadamard import StructuredProjection, structured_project
@@ -26,7 +27,7 @@ SAMPLINGS = ("iid", "orthogonal", "structured", "qmc")
 
 
 @dataclass(frozen=True)
-class RandomFeatureState:
+class RandomFeatureState(SizedState):
     """Frequencies (a dense matrix or a structured projection) and the cos offsets.
 
     ``offset is None`` means paired sin and cos features.

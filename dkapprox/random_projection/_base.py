@@ -17,10 +17,11 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from .. import _graph, _lazy
 from .._base import BlockwiseTransformer
+from .._graph import SizedState
 
 
 @dataclass(frozen=True)
-class ProjectionState:
+class ProjectionState(SizedState):
     matrix: object  # (n_out, n_in) ndarray or csr; the block is multiplied by its transpose
     dense_output: bool = True
 
