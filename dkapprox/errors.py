@@ -6,8 +6,8 @@ Every error dkapprox raises on purpose is defined here and derives from
 catches each where a builtin caller expects it. The command line maps them to
 exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
-73, ``TemporaryFailure`` (and its ``WorkerMemoryError``) and
-``ClusterConnectError`` 75, ``ClusterConfigError`` 78.
+73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
+``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` 78.
 """
 
 __all__ = [
@@ -17,10 +17,12 @@ __all__ = [
     "IncompleteStoreError",
     "InputDataError",
     "InputMissingError",
+    "LeaseLostError",
     "ModelFileError",
     "OutputExistsError",
     "ResumeMismatchError",
     "StateError",
+    "StoreBusyError",
     "TemporaryFailure",
     "WorkerMemoryError",
     "WorkersNeverStarted",
@@ -118,3 +120,27 @@ class WorkersNeverStarted(TemporaryFailure, TimeoutError):
 
 def _rebuild_never_started(cls, message, job_ids, reasons, timeout):
     return cls(message, job_ids=job_ids, reasons=reasons, timeout=timeout)
+
+
+class StoreBusyError(TemporaryFailure):
+    """Another run holds the output store's lease (it is writing it): retry later, or wait.
+
+    ``str(error)`` names the holder: host, pid, when it started, its last
+    heartbeat and when its lease expires. ``holder`` is the lease document
+    (a dict) or None.
+    """
+
+    def __init__(self, message, *, holder=None):
+        super().__init__(message)
+        self.holder = holder
+
+    def __reduce__(self):
+        return _rebuild_busy, (type(self), str(self), self.holder)
+
+
+def _rebuild_busy(cls, message, holder):
+    return cls(message, holder=holder)
+
+
+class LeaseLostError(TemporaryFailure):
+    """This run lost its lease on the output store (not renewed in time, or taken over): it stopped writing."""
