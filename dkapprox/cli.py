@@ -175,7 +175,8 @@ def cluster_options(fn):
 
 def write_options(fn):
     fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
-                      help="With --wait: give up after this long, e.g. 2h (exit 75). Default: a day.")(fn)
+                      help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
+                           "(implies --wait; --wait alone waits up to a day).")(fn)
     fn = click.option("--wait", is_flag=True,
                       help="If another run is writing --out (it holds the store's lease), wait for it to "
                            "finish or die, then resume (or say there is nothing to do) instead of exiting 75.")(fn)
@@ -215,10 +216,8 @@ def _progress(flag):
 
 
 def _wait(flag, timeout):
-    """write_features' ``wait=``: False, True (a day at most) or seconds."""
-    if timeout is not None and not flag:
-        raise click.UsageError("--wait-timeout needs --wait")
-    return timeout if flag and timeout is not None else bool(flag)
+    """write_features' ``wait=``: False, True (a day at most) or seconds (--wait-timeout implies --wait)."""
+    return timeout if timeout is not None else bool(flag)
 
 
 # -- commands ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ from dkapprox.io._lease import LEASE_NAME, acquire, read_lease
 from dkapprox.io._location import locate
 from dkapprox.kernel_approximation import RBFSampler
 
-ROWS, BLOCK, FEATURES, COMPONENTS = {"local": 60_000, "s3": 8_000}, 100, 16, 256
+ROWS, BLOCK, FEATURES, COMPONENTS = {"local": 40_000, "s3": 6_000}, 100, 16, 256
 FOREIGN = "build-07.elsewhere.example"
 
 
@@ -128,7 +128,8 @@ def test_two_runs_at_once_one_writes_the_other_exits_75_naming_the_holder(where,
 def test_with_wait_the_second_run_waits_then_has_nothing_to_do(tmp_path):
     source, X = _input(tmp_path, ROWS["local"])
     out, cluster = str(tmp_path / "out.zarr"), _cluster(tmp_path)
-    results = _both(_featurize(source, out, cluster, "--wait"), _featurize(source, out, cluster, "--wait"), _env())
+    env = _env(DKAPPROX_LEASE_TTL="8")  # the waiting run looks every second
+    results = _both(_featurize(source, out, cluster, "--wait"), _featurize(source, out, cluster, "--wait"), env)
     assert [code for code, _, _ in results] == [0, 0], results
     wrote = [r for r in results if "blocks written" in r[1]]
     waited = [r for r in results if "nothing to do" in r[1]]
@@ -205,7 +206,7 @@ def test_a_killed_holders_lease_is_taken_over_at_once_on_this_host(where):
 def test_a_lease_of_another_host_is_refused_until_it_expires_then_taken_over(where):
     kind, out = where
     Z = da.ones((40, 4), chunks=(10, 4))
-    _write_doc(out, _foreign_doc(seconds=3.0))
+    _write_doc(out, _foreign_doc(seconds=2.0))
     with pytest.raises(StoreBusyError) as caught:
         write_features(Z, out, plan={"job": 1})
     message = str(caught.value)
@@ -228,7 +229,7 @@ def _race(out, barrier, results):
         results.put("busy")
         return
     results.put("won")
-    time.sleep(2.0)  # hold it while the others look
+    time.sleep(1.0)  # hold it while the others look
     lease.release()
 
 
@@ -254,8 +255,8 @@ def _slow(block, seconds=0.05):
 
 def test_the_heartbeat_renews_the_lease_during_a_slow_job(where):
     kind, out = where
-    Z = da.ones((400, 4), chunks=(10, 4)).map_blocks(_slow, 0.06)  # 40 blocks, about 2.4 s
-    pending = write_features(Z, out, plan={}, compute=False, lease_ttl=0.8)  # renewed every 0.2 s
+    Z = da.ones((300, 4), chunks=(10, 4)).map_blocks(_slow, 0.05)  # 30 blocks, about 1.5 s
+    pending = write_features(Z, out, plan={}, compute=False, lease_ttl=0.6)  # renewed every 0.15 s
     thread = threading.Thread(target=lambda: dask.compute(pending.delayed, scheduler="synchronous"))
     thread.start()
     seen = []
@@ -269,7 +270,7 @@ def test_the_heartbeat_renews_the_lease_during_a_slow_job(where):
     assert len(seen) >= 4, seen
     assert len({d["token"] for d in seen}) == 1 and len({d["started"] for d in seen}) == 1
     assert [d["expires"] for d in seen] == sorted(d["expires"] for d in seen)
-    assert pending.finalize().blocks_written == 40
+    assert pending.finalize().blocks_written == 30
     assert read_lease(locate(out)) is None
 
 
