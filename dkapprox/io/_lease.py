@@ -449,7 +449,7 @@ class Lease:
         return thread
 
     def renew(self) -> bool:
-        """Renew once: True if renewed; False if it failed for now (logged); LeaseLostError-worthy states set ``lost``."""
+        """Renew once: True if renewed, else False (a failure is logged; a lost lease sets ``lost``)."""
         with self._lock:
             if self.lost or self.released:
                 return False
