@@ -318,3 +318,34 @@ def test_overwrite_never_deletes_a_store_a_live_run_holds(tmp_path):
         write_features(Z, other, plan={})
         write_features(Z, other, plan={})
     assert not os.path.exists(os.path.join(other, LEASE_NAME))
+
+
+def _outage(out, seconds):
+    """The lease document unreadable for ``seconds`` (a directory in its place), then back."""
+    path = os.path.join(out, LEASE_NAME)
+    os.replace(path, path + ".away")
+    os.mkdir(path)
+    time.sleep(seconds)
+    os.rmdir(path)
+    os.replace(path + ".away", path)
+
+
+def test_a_heartbeat_that_fails_briefly_retries_and_one_that_fails_too_long_stops_the_run(tmp_path):
+    Z = da.ones((40, 4), chunks=(10, 4))
+    brief = str(tmp_path / "brief.zarr")
+    pending = write_features(Z, brief, plan={}, compute=False, lease_ttl=1.6)  # renewed every 0.4 s
+    _outage(brief, 0.5)  # one or two renewals fail, well before the lease would expire
+    time.sleep(0.5)
+    assert pending.lease.lost is None
+    pending.delayed.compute(scheduler="synchronous")
+    assert pending.finalize().blocks_written == 4
+
+    long = str(tmp_path / "long.zarr")
+    pending = write_features(Z, long, plan={}, compute=False, lease_ttl=0.8)
+    _outage(long, 1.2)  # longer than the lease lasts: the run must not go on under it
+    assert pending.lease.lost and "could not be renewed" in pending.lease.lost
+    with pytest.raises(LeaseLostError):
+        pending.delayed.compute(scheduler="synchronous")  # the block writers see the expired lease
+    with pytest.raises(LeaseLostError):
+        pending.finalize()
+    assert describe(long)["blocks_done"] == 0 and describe(long)["status"] == "writing"
