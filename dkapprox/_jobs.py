@@ -29,6 +29,8 @@ def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
         text = text.replace("pass overwrite=True", "pass --overwrite")  # the library's words, in the CLI's
+    if isinstance(exc, errors.StoreBusyError):
+        text = text.replace("pass wait=True", "pass --wait")
     return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
         f"{type(exc).__name__}: {text}"
 
@@ -138,29 +140,39 @@ def _finished_same_job(out, plan, io):
     return described is not None and described.get("status") == "complete"
 
 
-def write(client, features, out, *, plan, overwrite, progress, compression=None):
+def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False):
     """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
 
-    Rerunning a finished job is a no-op that succeeds (nightly jobs get retried).
+    Rerunning a finished job is a no-op that succeeds (nightly jobs get retried), also
+    when it waited (``wait``) for another run of it to finish.
     """
     from . import io
     from .cluster import run
 
     if not overwrite and _finished_same_job(out, plan, io):
         return None
+    pending = None
     try:
-        pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
-                                    compression=compression)
+        try:
+            pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
+                                        compression=compression, wait=wait)
+        except errors.OutputExistsError:
+            if not overwrite and _finished_same_job(out, plan, io):  # the run we waited for finished it
+                return None
+            raise
         if pending.blocks_to_write < pending.blocks_total:
             log.info("resuming %s: %d of %d blocks already written", out,
                      pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
         run(client, pending.delayed, progress=progress, memory=pending.memory)
+        return pending.finalize()
     except errors.WorkerMemoryError as exc:
         raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io),
                                        suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,
                                        block_bytes=exc.block_bytes, memory_limit=exc.memory_limit,
                                        attempts=exc.attempts) from exc
-    return pending.finalize()
+    finally:
+        if pending is not None:
+            pending.release()  # done, or failed: a rerun need not wait for the lease to expire
 
 
 def _memory_advice(exc, out, plan, io):

@@ -13,7 +13,9 @@ retry from a fix:
 74    I/O error (e.g. the disk is full)
 75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun;
       finished blocks are kept. Out of worker memory (a block that cannot fit any worker is
-      refused before it runs): the message gives the --block-rows that fit
+      refused before it runs): the message gives the --block-rows that fit. Another run
+      holds the output's lease (it is writing it): the message names its host and pid;
+      rerun later, or pass --wait
 77    permission denied
 78    bad cluster config (--cluster)
 130   interrupted (Ctrl-C); 143 terminated (SIGTERM): rerun the command to resume
@@ -176,6 +178,12 @@ def cluster_options(fn):
 
 
 def write_options(fn):
+    fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
+                      help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
+                           "(implies --wait; --wait alone waits up to a day).")(fn)
+    fn = click.option("--wait", is_flag=True,
+                      help="If another run is writing --out (it holds the store's lease), wait for it to "
+                           "finish or die, then resume (or say there is nothing to do) instead of exiting 75.")(fn)
     fn = click.option("--progress/--no-progress", default=None,
                       help="Progress bar on stderr (default: when stderr is a terminal).")(fn)
     fn = click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
@@ -211,6 +219,11 @@ def _progress(flag):
     return sys.stderr.isatty() if flag is None else flag
 
 
+def _wait(flag, timeout):
+    """write_features' ``wait=``: False, True (a day at most) or seconds (--wait-timeout implies --wait)."""
+    return timeout if timeout is not None else bool(flag)
+
+
 # -- commands ---------------------------------------------------------------------
 
 
@@ -223,7 +236,8 @@ def dkapprox(debug, quiet):
 
     Exit codes: 0 done, 2 usage, 65 bad input data, 66 input missing, 73 output
     exists or belongs to another job, 74 I/O error, 75 temporary failure
-    (rerun; lower --block-rows if workers ran out of memory), 77 permission
+    (rerun; lower --block-rows if workers ran out of memory; another run is
+    writing the output: rerun later or pass --wait), 77 permission
     denied, 78 bad cluster config, 130/143 interrupted (rerun to resume).
     """
     _debug["on"] = debug
@@ -272,16 +286,17 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @write_options
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
-              cluster_config, scheduler, progress, start_timeout):
+              cluster_config, scheduler, progress, start_timeout, wait, wait_timeout):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
     from . import io
 
+    wait = _wait(wait, wait_timeout)
     model = io.load(model_path)
     X = open_input(input_path, component, block_rows)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
     plan = plan_of("transform", input_path, component, X, model, io)
     with _client(cluster_config, scheduler, start_timeout) as client:
-        report = write(client, features, out_path, plan=plan, overwrite=overwrite,
+        report = write(client, features, out_path, plan=plan, overwrite=overwrite, wait=wait,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
@@ -295,10 +310,12 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @write_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
-              overwrite, block_rows, compression, cluster_config, scheduler, progress, start_timeout):
+              overwrite, block_rows, compression, cluster_config, scheduler, progress, start_timeout, wait,
+              wait_timeout):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
     from . import io
 
+    wait = _wait(wait, wait_timeout)
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
     refuse_existing_model(save_model, overwrite)
@@ -311,7 +328,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
         if save_model:
             io.save(est, save_model, overwrite=overwrite)
         plan = plan_of("featurize", input_path, component, X, est, io)
-        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite,
+        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, wait=wait,
                         progress=_progress(progress), compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 

@@ -6,8 +6,8 @@ Every error dkapprox raises on purpose is defined here and derives from
 catches each where a builtin caller expects it. The command line maps them to
 exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
-73, ``TemporaryFailure`` (and its ``WorkerMemoryError``) and
-``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
+73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
+``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
 ``UnsharedPathError``) 78.
 """
 
@@ -18,10 +18,12 @@ __all__ = [
     "IncompleteStoreError",
     "InputDataError",
     "InputMissingError",
+    "LeaseLostError",
     "ModelFileError",
     "OutputExistsError",
     "ResumeMismatchError",
     "StateError",
+    "StoreBusyError",
     "TemporaryFailure",
     "UnsharedPathError",
     "WorkerMemoryError",
@@ -129,3 +131,27 @@ class WorkersNeverStarted(TemporaryFailure, TimeoutError):
 
 def _rebuild_never_started(cls, message, job_ids, reasons, timeout):
     return cls(message, job_ids=job_ids, reasons=reasons, timeout=timeout)
+
+
+class StoreBusyError(TemporaryFailure):
+    """Another run holds the output store's lease (it is writing it): retry later, or wait.
+
+    ``str(error)`` names the holder: host, pid, when it started, its last
+    heartbeat and when its lease expires. ``holder`` is the lease document
+    (a dict) or None.
+    """
+
+    def __init__(self, message, *, holder=None):
+        super().__init__(message)
+        self.holder = holder
+
+    def __reduce__(self):
+        return _rebuild_busy, (type(self), str(self), self.holder)
+
+
+def _rebuild_busy(cls, message, holder):
+    return cls(message, holder=holder)
+
+
+class LeaseLostError(TemporaryFailure):
+    """This run lost its lease on the output store (not renewed in time, or taken over): it stopped writing."""

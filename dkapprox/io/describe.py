@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._lease import read_lease
 from ._location import locate
 from ._zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
 from .model_files import describe_model, is_model_dir
@@ -20,7 +21,9 @@ def describe(path, *, storage_options=None) -> dict:
       fingerprint, format and package versions (see :func:`dkapprox.io.save`);
     - ``"features"``: a dkapprox output store: shape, chunks, dtype,
       compression, status (``"writing"`` or ``"complete"``), blocks_total,
-      blocks_done, plan, package_version, created and completed times;
+      blocks_done, plan, package_version, created and completed times, and
+      ``lease``: the run holding the store (host, pid, started, heartbeat,
+      expires; see :func:`dkapprox.io.write_features`), or None;
     - ``"array"`` / ``"group"``: any other Zarr array (shape, chunks, dtype,
       zarr_format) or group (its arrays).
 
@@ -61,8 +64,19 @@ def describe(path, *, storage_options=None) -> dict:
             "status": info.get("status"), "blocks_total": int(done.size), "blocks_done": int(done.sum()),
             "plan": info.get("plan"), "package_version": info.get("package_version"),
             "created": info.get("created"), "completed": info.get("completed"),
-            "features_array": FEATURES,
+            "features_array": FEATURES, "lease": _holder(loc),
         }
+
+
+def _holder(loc):
+    """Who holds the store's lease (an expired one included: its run died), or None."""
+    try:
+        doc = read_lease(loc)
+    except OSError:
+        return None
+    if not doc:
+        return None
+    return {k: doc.get(k) for k in ("host", "pid", "started", "heartbeat", "expires")}
 
 
 def _array_fields(z) -> dict:

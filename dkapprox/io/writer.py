@@ -12,6 +12,13 @@ bytes of RBF or Gaussian-projection features) while it halves the write rate
 (measured here for float32 RBF(1024) features: 1.3 GB/s uncompressed, 0.7 GB/s
 with zstd), and featurizing to Zarr is I/O-bound. Pass ``compression="zstd"``
 for outputs that do compress (e.g. additive-chi2 features of sparse data).
+
+Overlapping runs: before its first block a write takes a lease in the store
+(``OUT/dkapprox-lease.json``, see :mod:`dkapprox.io._lease`), renews it while
+it writes, and gives it back at finalize or when it fails. A second run of
+the same job meanwhile raises :class:`~dkapprox.errors.StoreBusyError` (or
+waits, ``wait=``); a run killed on this host leaves a lease the next run
+takes over at once, one killed elsewhere a lease that expires.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 from .. import _graph
 from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from ._common import canonical_json, package_version, utc_now
+from ._lease import LEASE_PREFIX, acquire
 from ._location import Location, is_inside, locate, location_of_node
 from ._probe import require_shared
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
@@ -104,9 +112,18 @@ class PendingWrite:
     blocks_total: int
     blocks_to_write: int
     memory: object = None  # dkapprox.cluster's MemoryCheck: pass to dkapprox.cluster.run(..., memory=)
+    lease: object = None  # the store's lease (dkapprox.io._lease.Lease), held until finalize or release
 
     def __iter__(self):
         return iter((self.delayed, self.finalize))
+
+    def release(self):
+        """Give the store's lease back without finishing (after a failed compute): a rerun need not wait.
+
+        ``finalize()`` releases it itself once the store is complete.
+        """
+        if self.lease is not None:
+            self.lease.release()
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,7 @@ class BlockWriter:
 
     features: object  # zarr.Array opened for writing
     done: object  # zarr.Array of uint8, chunks (1, 1)
+    lease: object = None  # dkapprox.io._lease.LeaseCheck: raises LeaseLostError unless the lease is still ours
 
     def __call__(self, block, index):
         i, j = index
@@ -122,12 +140,14 @@ class BlockWriter:
         expected = (min(rows, self.features.shape[0] - i * rows), min(cols, self.features.shape[1] - j * cols))
         if block.shape != expected:
             raise RuntimeError(f"block {index} has shape {block.shape}, its dask chunks declare {expected}")
+        if self.lease is not None:
+            self.lease()  # never write under another run's lease
         self.features[i * rows : i * rows + expected[0], j * cols : j * cols + expected[1]] = block
         self.done[i, j] = 1
 
 
 def write_features(features, out, *, plan, overwrite=False, compute=True, allow_inside_input=False,
-                   compression=None, storage_options=None):
+                   compression=None, storage_options=None, wait=False, lease_ttl=None):
     """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
 
     Parameters
@@ -160,6 +180,16 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
         Output codec; none by default (see the module notes for why).
     storage_options : dict, optional
         fsspec options for a URL ``out``.
+    wait : bool or float, default=False
+        When another run holds the store's lease (it is writing ``out``):
+        False raises :class:`~dkapprox.errors.StoreBusyError` at once; True
+        waits (up to a day) until that run finishes, dies or its lease
+        expires, then goes on (resuming, or refusing a finished store as
+        usual); a number waits at most that many seconds.
+    lease_ttl : float, optional
+        Seconds the store's lease lasts without a heartbeat (renewed every
+        quarter of it); default ``$DKAPPROX_LEASE_TTL``, else 90. A run
+        killed on another host blocks reruns for at most this long.
 
     Returns
     -------
@@ -177,6 +207,13 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
         Under a distributed client: ``out`` (or an input) is a local path
         that some worker does not see as the client does (workers on other
         hosts); raised before anything is written.
+    StoreBusyError
+        Another live run holds ``out``'s lease (the message names its host,
+        pid and times), and not ``wait`` (or the wait ran out). Even with
+        ``overwrite`` a leased store is never deleted.
+    LeaseLostError
+        This run's lease could not be renewed before it expired, or another
+        run took it over: the write stopped (finished blocks are kept).
     InputDataError
         ``out`` lies inside an input (or an input inside it), or ``features``
         cannot be stored (unknown chunk sizes, sparse blocks, non-numeric).
@@ -219,24 +256,36 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
         "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
     }
-    group, resumed = _open_or_create(loc, header, overwrite=overwrite)
-    writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression))
-    if resumed and loc.local:
-        _remove_partial_files(loc.path)
-    done = blocks_done(group)
+    _open_or_create(loc, header, overwrite=overwrite, dry_run=True)  # refusals before any lease is written
+    lease = acquire(loc, wait=wait, ttl=lease_ttl)
+    try:
+        group, resumed = _open_or_create(loc, header, overwrite=overwrite)  # again: the holder may have finished
+        writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression), lease=lease.checker())
+        if resumed and loc.local:
+            _remove_partial_files(loc.path)
+        done = blocks_done(group)
+    except BaseException:
+        lease.release()
+        raise
     todo = [tuple(int(i) for i in index) for index in np.argwhere(~done)]
     name = f"dkapprox-write-{uuid.uuid4().hex}"
     lazy = _graph.store_blocks(features, writer, todo, name=name)
 
     def finalize() -> WriteReport:
-        return _finalize(group, loc, header, blocks_to_write=len(todo), started=started, resumed=resumed)
+        lease.check()
+        report = _finalize(group, loc, header, blocks_to_write=len(todo), started=started, resumed=resumed)
+        lease.release()
+        return report
 
-    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory)
+    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory, lease)
     if not compute:
         return pending
-    with explain_worker_deaths(memory, objs=(lazy,)):
-        dask.compute(lazy)
-    return finalize()
+    try:
+        with explain_worker_deaths(memory, objs=(lazy,)):
+            dask.compute(lazy)
+        return finalize()
+    finally:
+        lease.release()  # done, or failed: a rerun need not wait for it to expire
 
 
 # -- checks --------------------------------------------------------------------------
@@ -316,8 +365,11 @@ def _layout(features, compression):
 # -- the store -------------------------------------------------------------------------
 
 
-def _open_or_create(loc, header, *, overwrite):
-    """(group, resumed): the output group, new or a matching unfinished one."""
+def _open_or_create(loc, header, *, overwrite, dry_run=False):
+    """(group, resumed): the output group, new or a matching unfinished one.
+
+    ``dry_run`` only raises the refusals (nothing is deleted or created; returns None).
+    """
     import zarr
 
     state, group = _existing(loc)
@@ -330,16 +382,17 @@ def _open_or_create(loc, header, *, overwrite):
                 raise OutputExistsError(f"{loc}: a finished dkapprox output{what} is there; pass overwrite=True "
                                         "to replace it, or write to a new path")
             _require_same_job(loc, info, header)
-            return group, True
+            return None if dry_run else (group, True)
     elif state == "zarr" and not overwrite:
         raise OutputExistsError(f"{loc}: a Zarr store that is not a dkapprox output is there; pass "
                                 "overwrite=True to replace it")
     elif state == "other":
         raise OutputExistsError(f"{loc}: exists and is not a Zarr store; refusing to touch it (even with "
                                 "overwrite=True); choose another path")
+    if dry_run:
+        return None
     if state in ("output", "zarr"):
-        fs, path = loc.filesystem()
-        fs.rm(path, recursive=True)
+        _remove_store(loc)
     store = loc.store(read_only=False)
     return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
 
@@ -349,11 +402,13 @@ def _existing(loc):
     import zarr
 
     fs, path = loc.filesystem()
+    fs.invalidate_cache(path)  # a lease may have been written since the last look
     if not fs.exists(path):
         return "absent", None
     if not fs.isdir(path):
         return "other", None
     names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+    names = {n for n in names if not n.startswith(LEASE_PREFIX)}  # the lease is not part of the store
     if not names:
         return "absent", None
     if not names & {"zarr.json", ".zarray", ".zgroup"}:
@@ -365,6 +420,16 @@ def _existing(loc):
     if isinstance(node, zarr.Group) and output_attributes(node) is not None:
         return "output", node
     return "zarr", None
+
+
+def _remove_store(loc):
+    """Delete the Zarr store at ``loc`` (overwrite), keeping this run's lease in it."""
+    fs, path = loc.filesystem()
+    fs.invalidate_cache(path)
+    for child in fs.ls(path, detail=False):
+        if not child.rstrip("/").rsplit("/", 1)[-1].startswith(LEASE_PREFIX):
+            fs.rm(child, recursive=True)
+    fs.invalidate_cache(path)
 
 
 def _require_same_job(loc, stored, header):
