@@ -84,6 +84,22 @@ def locate(source, storage_options=None) -> Location:
     return Location(f"{protocol}://{path}", protocol, path, dict(storage_options or {}))
 
 
+#: protocols whose folders are only key prefixes: what must exist before writing is the bucket
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "r2"})
+
+
+def missing_bucket(loc: Location) -> str | None:
+    """The bucket of ``loc`` if it is on an object store and that bucket does not exist, else None."""
+    if loc.protocol not in OBJECT_STORES:
+        return None
+    fs, path = loc.filesystem()
+    bucket = path.split("/", 1)[0]
+    try:
+        return None if fs.exists(bucket) else bucket
+    except Exception:  # noqa: BLE001 - only a better message is at stake: let the real operation fail
+        return None
+
+
 def check_protocol(loc: Location):
     """Refuse a URL whose protocol fsspec does not know, or whose package is not installed, saying which."""
     from fsspec.registry import get_filesystem_class, known_implementations
