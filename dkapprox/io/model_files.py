@@ -109,6 +109,10 @@ def save(estimator, path, *, overwrite=False, storage_options=None):
         attribute has no JSON-safe form (the message names it).
     OutputExistsError
         ``path`` exists and is not replaceable.
+    InputMissingError
+        The parent folder (for a URL on an object store: the bucket) does not exist.
+    MissingPackageError
+        The URL's protocol needs a package that is not installed (named).
 
     Examples
     --------
