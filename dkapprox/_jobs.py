@@ -35,8 +35,13 @@ def one_line(exc: BaseException) -> str:
         f"{type(exc).__name__}: {text}"
 
 
-def refuse_existing_model(path, overwrite):
+def refuse_existing_model(path, overwrite, storage_options=None):
     """Fail before the fit, not after it, when saving would be refused (io.save has the final word)."""
+    if path and "://" in str(path):
+        from .io.model_files import check_saveable
+
+        check_saveable(path, overwrite=overwrite, storage_options=storage_options)
+        return
     if path and not overwrite and os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
         raise errors.OutputExistsError(f"{path}: exists; pass --overwrite to replace the model there")
 
@@ -55,6 +60,38 @@ def parse_value(text: str):
         with contextlib.suppress(ValueError):
             return json.loads(text)
     return text
+
+
+#: storage option keys whose values stay strings whatever they look like (a secret of digits is a string)
+_TEXT_OPTIONS = frozenset({"key", "secret", "token", "password", "username", "profile", "account_name",
+                           "account_key", "sas_token", "client_id", "client_secret", "tenant_id",
+                           "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "endpoint_url"})
+
+
+def parse_storage_options(items) -> dict:
+    """``--storage-option KEY=VALUE`` items as fsspec storage options; ``a.b=v`` nests as ``{"a": {"b": v}}``.
+
+    Values are parsed like ``--param`` values, except credentials and names,
+    which stay strings. A malformed item is named by its key only: its value
+    may be a secret.
+    """
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            shown = f"{key!r}" if sep else "an item without '='"
+            raise click.BadParameter(f"expected KEY=VALUE (KEY may be dotted, e.g. client_kwargs.region_name), "
+                                     f"got {shown}", param_hint="--storage-option")
+        *parents, leaf = key.split(".")
+        target = options
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise click.BadParameter(f"{key}: {part} is given both as a value and as a group",
+                                         param_hint="--storage-option")
+        target[leaf] = value if leaf in _TEXT_OPTIONS else parse_value(value)
+    return options
 
 
 def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAULT_RANDOM_STATE, params=()):
@@ -88,10 +125,10 @@ def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAUL
     return estimator
 
 
-def open_input(path, component, block_rows=None):
+def open_input(path, component, block_rows=None, storage_options=None):
     from . import io
 
-    X = io.open_array(path, component)
+    X = io.open_array(path, component, storage_options=storage_options)
     if block_rows:
         X = X.rechunk({0: block_rows})
     return X
@@ -124,23 +161,24 @@ def describe_model(est):
     return f"{type(est).__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(params.items()))})"
 
 
-def _described_same_job(out, plan, io):
+def _described_same_job(out, plan, io, storage_options=None):
     """io.describe(out) if ``out`` is an output store of this very plan (finished or not), else None."""
     try:
-        described = io.describe(out)
+        described = io.describe(out, storage_options=storage_options)
     except (errors.DkapproxError, OSError):
         return None
     same = _canonical(described.get("plan")) == _canonical(json.loads(_canonical(plan)))
     return described if described.get("kind") == "features" and same else None
 
 
-def _finished_same_job(out, plan, io):
+def _finished_same_job(out, plan, io, storage_options=None):
     """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
-    described = _described_same_job(out, plan, io)
+    described = _described_same_job(out, plan, io, storage_options)
     return described is not None and described.get("status") == "complete"
 
 
-def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False):
+def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False,
+          storage_options=None):
     """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
 
     Rerunning a finished job is a no-op that succeeds (nightly jobs get retried), also
@@ -149,13 +187,14 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
     from . import io
     from .cluster import run
 
-    if not overwrite and _finished_same_job(out, plan, io):
+    if not overwrite and _finished_same_job(out, plan, io, storage_options):
         return None
     pending = None
     try:
         try:
             pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
-                                        compression=compression, wait=wait)
+                                        compression=compression, wait=wait,
+                                        storage_options=storage_options)
         except errors.OutputExistsError:
             if not overwrite and _finished_same_job(out, plan, io):  # the run we waited for finished it
                 return None
@@ -166,7 +205,7 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
         run(client, pending.delayed, progress=progress, memory=pending.memory)
         return pending.finalize()
     except errors.WorkerMemoryError as exc:
-        raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io),
+        raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io, storage_options),
                                        suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,
                                        block_bytes=exc.block_bytes, memory_limit=exc.memory_limit,
                                        attempts=exc.attempts) from exc
@@ -175,7 +214,7 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
             pending.release()  # done, or failed: a rerun need not wait for the lease to expire
 
 
-def _memory_advice(exc, out, plan, io):
+def _memory_advice(exc, out, plan, io, storage_options=None):
     """What to rerun after a WorkerMemoryError, in this command's options.
 
     Smaller blocks are another layout, so a store this job began must be
@@ -183,7 +222,7 @@ def _memory_advice(exc, out, plan, io):
     advise replacing.
     """
     rows = f"--block-rows {exc.suggested_rows}" if exc.suggested_rows else "a smaller --block-rows"
-    ours = _described_same_job(out, plan, io)
+    ours = _described_same_job(out, plan, io, storage_options)
     said = "" if exc.attempts is None else "nothing was written: "  # a refusal already says nothing ran
     if ours is None:
         return f"{said}rerun with {rows}"

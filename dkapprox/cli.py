@@ -9,6 +9,7 @@ retry from a fix:
 2     usage: unknown option, method or estimator parameter
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model
 66    input missing: no store, array or model at the path
+69    unavailable: a URL's protocol needs a package that is not installed (the message names it)
 73    cannot create the output: it exists (use --overwrite) or belongs to another job
 74    I/O error (e.g. the disk is full)
 75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun;
@@ -44,6 +45,7 @@ from ._jobs import (
     make_estimator,
     one_line,
     open_input,
+    parse_storage_options,
     plan_of,
     refuse_existing_model,
     require_workers_see,
@@ -57,6 +59,7 @@ log = logging.getLogger("dkapprox")
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_NOPERM, EXIT_CONFIG = \
     65, 66, 73, 74, 75, 77, 78
+EXIT_UNAVAILABLE = 69
 
 _debug = {"on": False}
 # distributed's own logging config gives distributed.client a level of its own (it would print a
@@ -81,6 +84,8 @@ def exit_code(exc: BaseException) -> int:
         return 128 + exc.signum
     if isinstance(exc, errors.ClusterConfigError):
         return EXIT_CONFIG
+    if isinstance(exc, errors.MissingPackageError):
+        return EXIT_UNAVAILABLE
     if isinstance(exc, (errors.TemporaryFailure, errors.ClusterConnectError, ConnectionError, TimeoutError,
                         KilledWorker, CommClosedError)):
         return EXIT_TEMPFAIL
@@ -177,6 +182,14 @@ def cluster_options(fn):
                         help="Cluster config (see cluster_configs/); default: a LocalCluster, one worker per core.")(fn)
 
 
+def storage_options(fn):
+    return click.option("--storage-option", "storage_option_items", multiple=True, metavar="KEY=VALUE",
+                        help="fsspec option for every URL of the command (repeatable), e.g. "
+                             "--storage-option profile=nightly or client_kwargs.endpoint_url=http://host:9000 "
+                             "(dotted keys nest). Credentials given here, in AWS_* variables or profiles are "
+                             "never printed or recorded.")(fn)
+
+
 def write_options(fn):
     fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
                       help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
@@ -234,7 +247,8 @@ def _wait(flag, timeout):
 def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
-    Exit codes: 0 done, 2 usage, 65 bad input data, 66 input missing, 73 output
+    Exit codes: 0 done, 2 usage, 65 bad input data, 66 input missing, 69 a package
+    a URL needs is missing, 73 output
     exists or belongs to another job, 74 I/O error, 75 temporary failure
     (rerun; lower --block-rows if workers ran out of memory; another run is
     writing the output: rerun later or pass --wait), 77 permission
@@ -258,22 +272,24 @@ def dkapprox(debug, quiet):
 @click.option("--component", help="Array inside the INPUT group.")
 @click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
+@storage_options
 @cluster_options
 def fit(input_path, method, n_components, gamma, random_state, params, component, model_path, overwrite,
-        cluster_config, scheduler, start_timeout):
+        storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit an estimator on the Zarr array INPUT and save it to --out (no pickle)."""
     from . import io
 
+    options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
-    refuse_existing_model(model_path, overwrite)
-    X = open_input(input_path, component)  # metadata only: a bad input fails before a cluster starts
+    refuse_existing_model(model_path, overwrite, options)
+    X = open_input(input_path, component, storage_options=options)  # metadata only: fails before a cluster starts
     with _client(cluster_config, scheduler, start_timeout):
         require_workers_see(input_path)
         started = time.perf_counter()
         est.fit(X)
         seconds = time.perf_counter() - started
-    io.save(est, model_path, overwrite=overwrite)
+    io.save(est, model_path, overwrite=overwrite, storage_options=options)
     click.echo(f"fitted {describe_model(est)} on {input_path} ({X.shape[0]:,} x {X.shape[1]:,}) in "
                f"{seconds:.1f} s; model: {model_path} ({io.fingerprint(est)})")
 
@@ -284,20 +300,24 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
 @write_options
+@storage_options
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
-              cluster_config, scheduler, progress, start_timeout, wait, wait_timeout):
+              storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
+              wait_timeout):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
     from . import io
 
     wait = _wait(wait, wait_timeout)
-    model = io.load(model_path)
-    X = open_input(input_path, component, block_rows)
+    options = parse_storage_options(storage_option_items) or None
+    model = io.load(model_path, storage_options=options)
+    X = open_input(input_path, component, block_rows, storage_options=options)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
     plan = plan_of("transform", input_path, component, X, model, io)
     with _client(cluster_config, scheduler, start_timeout) as client:
-        report = write(client, features, out_path, plan=plan, overwrite=overwrite, wait=wait,
-                        progress=_progress(progress), compression=None if compression == "none" else compression)
+        report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
+                        wait=wait, progress=_progress(progress),
+                        compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
 
@@ -308,41 +328,44 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @click.option("--save-model", type=click.Path(), help="Also save the fitted model here.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (and model).")
 @write_options
+@storage_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
-              overwrite, block_rows, compression, cluster_config, scheduler, progress, start_timeout, wait,
-              wait_timeout):
+              overwrite, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
+              start_timeout, wait, wait_timeout):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
     from . import io
 
     wait = _wait(wait, wait_timeout)
+    options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
-    refuse_existing_model(save_model, overwrite)
-    X = open_input(input_path, component, block_rows)
+    refuse_existing_model(save_model, overwrite, options)
+    X = open_input(input_path, component, block_rows, storage_options=options)
     with _client(cluster_config, scheduler, start_timeout) as client:
         require_workers_see(input_path)
         started = time.perf_counter()
         est.fit(X)
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)
         if save_model:
-            io.save(est, save_model, overwrite=overwrite)
+            io.save(est, save_model, overwrite=overwrite, storage_options=options)
         plan = plan_of("featurize", input_path, component, X, est, io)
-        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, wait=wait,
-                        progress=_progress(progress), compression=None if compression == "none" else compression)
+        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, storage_options=options,
+                        wait=wait, progress=_progress(progress), compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
 
 @dkapprox.command()
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
-def info(path, as_json):
+@storage_options
+def info(path, as_json, storage_option_items):
     """Describe a model directory or an output store (shape, chunks, completion, provenance)."""
     import yaml
 
     from . import io
 
-    described = io.describe(path)
+    described = io.describe(path, storage_options=parse_storage_options(storage_option_items) or None)
     if as_json:
         click.echo(json.dumps(described, indent=2, sort_keys=True, default=str))
     else:

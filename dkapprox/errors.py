@@ -8,7 +8,7 @@ exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
 73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
 ``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
-``UnsharedPathError``) 78.
+``UnsharedPathError``) 78, ``MissingPackageError`` 69.
 """
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "InputDataError",
     "InputMissingError",
     "LeaseLostError",
+    "MissingPackageError",
     "ModelFileError",
     "OutputExistsError",
     "ResumeMismatchError",
@@ -41,6 +42,21 @@ class InputDataError(DkapproxError, ValueError):
 
 class InputMissingError(DkapproxError, FileNotFoundError):
     """An input store, array or model file does not exist."""
+
+
+class MissingPackageError(DkapproxError, ImportError):
+    """A URL's protocol needs a package that is not installed (e.g. s3fs for s3://); ``package`` names it."""
+
+    def __init__(self, message, *, package=None):
+        super().__init__(message)
+        self.package = package
+
+    def __reduce__(self):
+        return _rebuild_missing_package, (type(self), str(self), self.package)
+
+
+def _rebuild_missing_package(cls, message, package):
+    return cls(message, package=package)
 
 
 class ModelFileError(DkapproxError, ValueError):

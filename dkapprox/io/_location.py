@@ -6,7 +6,7 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 
-from ..errors import InputDataError
+from ..errors import InputDataError, MissingPackageError
 
 
 @dataclass(frozen=True)
@@ -21,20 +21,34 @@ class Location:
     url: str
     protocol: str
     path: str
-    storage_options: dict = field(default_factory=dict, compare=False, hash=False)
+    # credentials live here: never in repr, messages, plans or files
+    storage_options: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def local(self) -> bool:
         return self.protocol == "file"
 
     def store(self, *, read_only: bool):
-        """A zarr store for this place (LocalStore for local paths)."""
-        from zarr.storage import FsspecStore, LocalStore
+        """A zarr store for this place (LocalStore for local paths).
+
+        URLs get zarr's FsspecStore on an asynchronous filesystem, as
+        ``FsspecStore.from_url`` makes it, whose sessions are closed at exit
+        (see :mod:`dkapprox.io._sessions`).
+        """
+        from fsspec.core import url_to_fs
+        from zarr.storage import LocalStore
 
         if self.local:
             return LocalStore(self.path, read_only=read_only)
-        return FsspecStore.from_url(self.url, storage_options=self.storage_options or None,
-                                    read_only=read_only)
+        from ._sessions import Store
+
+        check_protocol(self)
+        fs, path = url_to_fs(self.url, **{"asynchronous": True, **self.storage_options})
+        if not fs.async_impl:
+            from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+            fs = AsyncFileSystemWrapper(fs, asynchronous=True)
+        return Store(fs, path=path, read_only=read_only)
 
     def filesystem(self):
         """The fsspec filesystem and the path in it (for existence checks and deletion)."""
@@ -44,6 +58,7 @@ class Location:
             from fsspec.implementations.local import LocalFileSystem
 
             return LocalFileSystem(), self.path
+        check_protocol(self)
         fs, path = url_to_fs(self.url, **self.storage_options)
         return fs, path
 
@@ -67,6 +82,39 @@ def locate(source, storage_options=None) -> Location:
                              "and pass the zarr array or group.")
     path = posixpath.normpath("/" + rest).lstrip("/")
     return Location(f"{protocol}://{path}", protocol, path, dict(storage_options or {}))
+
+
+#: protocols whose folders are only key prefixes: what must exist before writing is the bucket
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "r2"})
+
+
+def missing_bucket(loc: Location) -> str | None:
+    """The bucket of ``loc`` if it is on an object store and that bucket does not exist, else None."""
+    if loc.protocol not in OBJECT_STORES:
+        return None
+    fs, path = loc.filesystem()
+    bucket = path.split("/", 1)[0]
+    try:
+        return None if fs.exists(bucket) else bucket
+    except Exception:  # noqa: BLE001 - only a better message is at stake: let the real operation fail
+        return None
+
+
+def check_protocol(loc: Location):
+    """Refuse a URL whose protocol fsspec does not know, or whose package is not installed, saying which."""
+    from fsspec.registry import get_filesystem_class, known_implementations
+
+    try:
+        get_filesystem_class(loc.protocol)
+    except ImportError as exc:
+        module = known_implementations.get(loc.protocol, {}).get("class", "").split(".")[0] or "?"
+        extra = " or dkapprox[s3]" if module == "s3fs" else ""
+        raise MissingPackageError(
+            f"{loc}: the {loc.protocol}:// protocol needs the package {module}, which is not installed: "
+            f"pip install {module}{extra}", package=module) from exc
+    except ValueError as exc:
+        raise InputDataError(f"{loc}: unknown protocol {loc.protocol!r} (fsspec knows none by that name); "
+                             "use a local path or a URL such as s3://bucket/path") from exc
 
 
 def location_of_node(node) -> Location | None:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import DkapproxError, IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
-from ._location import Location, locate, location_of_node
+from ._location import Location, locate, location_of_node, missing_bucket
 
 FEATURES = "features"
 BLOCKS_DONE = "blocks_done"
@@ -183,9 +183,15 @@ def open_node(source, component=None, *, storage_options=None):
     where = f"{loc}/{component}" if component else str(loc)
     if loc.local:
         _check_local_metadata(loc, component, where)
-    with reading(where):
-        store = loc.store(read_only=True)
-        return zarr.open(store=store, path=component or "", mode="r"), where
+    try:
+        with reading(where):
+            store = loc.store(read_only=True)
+            return zarr.open(store=store, path=component or "", mode="r"), where
+    except InputMissingError as exc:
+        bucket = None if loc.local else missing_bucket(loc)
+        if bucket is None:
+            raise
+        raise InputMissingError(f"{where}: the bucket {bucket!r} does not exist") from exc
 
 
 def _check_local_metadata(loc: Location, component, where):

@@ -47,6 +47,8 @@ def describe(path, *, storage_options=None) -> dict:
     loc = locate(path, storage_options)
     if loc.local and is_model_dir(loc.path):
         return describe_model(loc.path)
+    if not loc.local and is_model_dir(path, storage_options=storage_options):
+        return describe_model(path, storage_options=storage_options)
     node, where = open_node(path, storage_options=storage_options)
     with reading(where):
         if hasattr(node, "shape"):

@@ -14,10 +14,19 @@ fingerprint of the result against the one recorded, so a modified parameter is
 caught as surely as a modified array. A save goes to a temporary directory
 beside ``path`` and is renamed into place, so a killed save never leaves half a
 model under the real name.
+
+``path`` may also be an fsspec URL (``s3://bucket/models/rbf``), with
+``storage_options`` for the filesystem (credentials, endpoint; never written
+anywhere). The files, checksums and fingerprint are the same. Object stores
+have no rename, so a save there writes the arrays first and ``model.json``
+last (each object appears whole): a killed save leaves arrays without
+``model.json``, which nothing loads and the next save replaces. Replacing a
+model (``overwrite=True``) deletes its ``model.json`` first, then the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,6 +38,7 @@ import numpy as np
 
 from ..errors import InputMissingError, ModelFileError, OutputExistsError, StateError
 from ._common import canonical_json, package_version, utc_now
+from ._location import OBJECT_STORES, locate, missing_bucket
 from ._state_codec import Decoder, Encoder, check_array_name
 
 FORMAT = "dkapprox-model"
@@ -37,7 +47,7 @@ MODEL_JSON = "model.json"
 ARRAYS = "arrays"
 MAX_JSON_BYTES = 64 * 2**20
 
-__all__ = ["describe_model", "fingerprint", "is_model_dir", "load", "save"]
+__all__ = ["check_saveable", "describe_model", "fingerprint", "is_model_dir", "load", "save"]
 
 
 def fingerprint(estimator) -> str:
@@ -70,7 +80,7 @@ def fingerprint(estimator) -> str:
     return _fingerprint(doc, {name: _data_digest(a) for name, a in encoder.arrays.items()})
 
 
-def save(estimator, path, *, overwrite=False):
+def save(estimator, path, *, overwrite=False, storage_options=None):
     """Save a fitted dkapprox estimator to the directory ``path``, without pickle.
 
     Parameters
@@ -79,10 +89,13 @@ def save(estimator, path, *, overwrite=False):
         Parameters must be JSON-safe (no callable kernel, no RandomState
         instance: an int seed keeps the same fitted arrays).
     path : str or os.PathLike
-        A local directory; created (its parent must exist).
+        A local directory, created (its parent must exist); or an fsspec URL
+        such as ``s3://bucket/models/rbf`` (its bucket must exist).
     overwrite : bool, default=False
         Replace an existing dkapprox model directory. Other existing paths
         (besides an empty directory) are never replaced.
+    storage_options : dict, optional
+        fsspec options for a URL ``path`` (credentials, endpoint); never saved.
 
     Returns
     -------
@@ -96,6 +109,10 @@ def save(estimator, path, *, overwrite=False):
         attribute has no JSON-safe form (the message names it).
     OutputExistsError
         ``path`` exists and is not replaceable.
+    InputMissingError
+        The parent folder (for a URL on an object store: the bucket) does not exist.
+    MissingPackageError
+        The URL's protocol needs a package that is not installed (named).
 
     Examples
     --------
@@ -112,28 +129,20 @@ def save(estimator, path, *, overwrite=False):
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(estimator)
-    path = os.path.abspath(os.fspath(path))
+    folder = _folder(path, storage_options)
+    if not folder.local:
+        return _save_remote(estimator, folder, overwrite)
+    path = folder.name
     existing = _replaceable(path, overwrite)
     encoder = Encoder()
     doc = encoder.estimator(estimator)
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
     os.makedirs(os.path.join(tmp, ARRAYS))
     try:
-        entries = {}
-        for name, array in encoder.arrays.items():
-            buffer = io.BytesIO()
-            np.save(buffer, array, allow_pickle=False)
-            data = buffer.getvalue()
-            _write(os.path.join(tmp, ARRAYS, f"{name}.npy"), data)
-            entries[name] = {"file": f"{ARRAYS}/{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
-                             "dtype": array.dtype.str, "shape": list(array.shape)}
-        model_fingerprint = _fingerprint(doc, {name: _data_digest(a) for name, a in encoder.arrays.items()})
-        document = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": package_version(),
-            "saved": utc_now(), "class": doc["class"], "estimator": doc, "arrays": entries,
-            "state_bytes": int(sum(a.nbytes for a in encoder.arrays.values())), "fingerprint": model_fingerprint,
-        }
-        _write(os.path.join(tmp, MODEL_JSON), json.dumps(document, indent=1, allow_nan=False).encode())
+        files, document_bytes, model_fingerprint = _model_files(encoder, doc)
+        for file, data in files.items():
+            _write(os.path.join(tmp, *file.split("/")), data)
+        _write(os.path.join(tmp, MODEL_JSON), document_bytes)
         if existing:
             old = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.old-{uuid.uuid4().hex}")
             os.replace(path, old)
@@ -147,8 +156,11 @@ def save(estimator, path, *, overwrite=False):
     return model_fingerprint
 
 
-def load(path):
+def load(path, *, storage_options=None):
     """Load an estimator saved by :func:`save`; never runs code from the file.
+
+    ``path`` is a local directory or an fsspec URL (``storage_options`` for
+    its filesystem); either is checked the same way.
 
     Raises
     ------
@@ -172,11 +184,12 @@ def load(path):
     >>> fingerprint(loaded) == fingerprint(est)
     True
     """
-    path = os.path.abspath(os.fspath(path))
-    document = read_document(path)
+    folder = _folder(path, storage_options)
+    path = folder.name
+    document = _read_document(folder)
     arrays, digests = {}, {}
     for name, entry in document["arrays"].items():
-        arrays[name] = _read_array(path, name, entry)
+        arrays[name] = _read_array(folder, name, entry)
         digests[name] = _data_digest(arrays[name])
     try:
         estimator = Decoder(arrays).estimator(document["estimator"])
@@ -192,14 +205,19 @@ def load(path):
     return estimator
 
 
-def is_model_dir(path) -> bool:
-    return os.path.isfile(os.path.join(os.fspath(path), MODEL_JSON))
+def is_model_dir(path, *, storage_options=None) -> bool:
+    """True if ``path`` (a local directory or a URL) holds a model.json."""
+    folder = _folder(path, storage_options)
+    if folder.local:
+        return os.path.isfile(os.path.join(folder.name, MODEL_JSON))
+    return folder.isfile(MODEL_JSON)
 
 
-def describe_model(path) -> dict:
+def describe_model(path, *, storage_options=None) -> dict:
     """What :func:`dkapprox.io.describe` says of a model directory (reads model.json only)."""
-    path = os.path.abspath(os.fspath(path))
-    document = read_document(path)
+    folder = _folder(path, storage_options)
+    path = folder.name
+    document = _read_document(folder)
     attributes = document["estimator"]["attributes"]
     return {
         "kind": "model", "path": path, "class": document["class"],
@@ -216,18 +234,24 @@ def describe_model(path) -> dict:
 # -- reading -------------------------------------------------------------------------
 
 
-def read_document(path) -> dict:
+def read_document(path, *, storage_options=None) -> dict:
     """model.json of ``path``, parsed strictly and checked for the format and its version."""
-    if not os.path.exists(path):
-        raise InputMissingError(f"{path}: no such model directory")
-    meta = os.path.join(path, MODEL_JSON)
-    if not os.path.isdir(path) or not os.path.isfile(meta):
+    return _read_document(_folder(path, storage_options))
+
+
+def _read_document(folder) -> dict:
+    path = folder.name
+    if not folder.exists():
+        bucket = None if folder.local else missing_bucket(folder.loc)
+        where = "" if bucket is None else f" (the bucket {bucket!r} does not exist)"
+        raise InputMissingError(f"{path}: no such model directory{where}")
+    meta = folder.where(MODEL_JSON)
+    if not folder.isdir() or not folder.isfile(MODEL_JSON):
         raise ModelFileError(f"{path}: not a dkapprox model directory (no {MODEL_JSON})")
-    if os.path.getsize(meta) > MAX_JSON_BYTES:
+    if folder.size(MODEL_JSON) > MAX_JSON_BYTES:
         raise ModelFileError(f"{meta}: larger than {MAX_JSON_BYTES:,} bytes; not a model file")
     try:
-        with open(meta, "rb") as f:
-            document = json.loads(f.read().decode("utf-8"), parse_constant=_no_constants)
+        document = json.loads(folder.read(MODEL_JSON).decode("utf-8"), parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ModelFileError(f"{meta}: not valid JSON (truncated or modified?): {exc}") from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -249,11 +273,10 @@ def read_document(path) -> dict:
     return document
 
 
-def _read_array(path, name, entry):
-    file = os.path.join(path, ARRAYS, f"{name}.npy")  # never a path taken from the file
+def _read_array(folder, name, entry):
+    file = folder.where(ARRAYS, f"{name}.npy")  # never a path taken from the file
     try:
-        with open(file, "rb") as f:
-            data = f.read()
+        data = folder.read(ARRAYS, f"{name}.npy")
     except FileNotFoundError as exc:
         raise ModelFileError(f"{file}: missing (the model directory is incomplete)") from exc
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
@@ -286,6 +309,25 @@ def _fingerprint(estimator_doc, digests) -> str:
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
+def _model_files(encoder, doc):
+    """({relative file: bytes} of the arrays, model.json's bytes, the fingerprint): the same wherever saved."""
+    files, entries = {}, {}
+    for name, array in encoder.arrays.items():
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        data = buffer.getvalue()
+        files[f"{ARRAYS}/{name}.npy"] = data
+        entries[name] = {"file": f"{ARRAYS}/{name}.npy", "sha256": hashlib.sha256(data).hexdigest(),
+                         "dtype": array.dtype.str, "shape": list(array.shape)}
+    model_fingerprint = _fingerprint(doc, {name: _data_digest(a) for name, a in encoder.arrays.items()})
+    document = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": package_version(),
+        "saved": utc_now(), "class": doc["class"], "estimator": doc, "arrays": entries,
+        "state_bytes": int(sum(a.nbytes for a in encoder.arrays.values())), "fingerprint": model_fingerprint,
+    }
+    return files, json.dumps(document, indent=1, allow_nan=False).encode(), model_fingerprint
+
+
 def _write(file, data):
     with open(file, "wb") as f:
         f.write(data)
@@ -307,3 +349,153 @@ def _replaceable(path, overwrite) -> bool:
         raise OutputExistsError(f"{path}: a model is already saved there; pass overwrite=True to replace it")
     raise OutputExistsError(f"{path}: exists and is not a dkapprox model directory; refusing to replace it "
                             "(even with overwrite=True); choose another path")
+
+
+# -- where a model lives: a local folder or a URL prefix -----------------------------------
+
+
+def _folder(path, storage_options=None):
+    loc = locate(path, storage_options)
+    if loc.local:
+        text = os.fspath(path)
+        return _LocalFolder(os.path.abspath(text[len("file://"):] if text.startswith("file://") else text))
+    return _RemoteFolder(loc)
+
+
+class _LocalFolder:
+    """A model directory on this machine (names are absolute paths, as the messages give them)."""
+
+    local = True
+
+    def __init__(self, name):
+        self.name = name
+
+    def where(self, *parts):
+        return os.path.join(self.name, *parts)
+
+    def exists(self, *parts):
+        return os.path.exists(self.where(*parts))
+
+    def isdir(self):
+        return os.path.isdir(self.name)
+
+    def isfile(self, *parts):
+        return os.path.isfile(self.where(*parts))
+
+    def size(self, *parts):
+        return os.path.getsize(self.where(*parts))
+
+    def read(self, *parts):
+        with open(self.where(*parts), "rb") as f:
+            return f.read()
+
+
+class _RemoteFolder:
+    """A model directory at an fsspec URL (names are URLs; credentials stay in the filesystem object)."""
+
+    local = False
+
+    def __init__(self, loc):
+        self.loc = loc
+        self.name = loc.url
+        self.fs, self.root = loc.filesystem()
+        self.fs.invalidate_cache(self.root)  # another process may have written since this one listed it
+
+    def where(self, *parts):
+        return "/".join((self.name, *parts))
+
+    def _key(self, *parts):
+        return "/".join((self.root.rstrip("/"), *parts))
+
+    def exists(self, *parts):
+        return self.fs.exists(self._key(*parts))
+
+    def isdir(self):
+        return self.fs.isdir(self.root)
+
+    def isfile(self, *parts):
+        return self.fs.isfile(self._key(*parts))
+
+    def size(self, *parts):
+        return self.fs.size(self._key(*parts))
+
+    def read(self, *parts):
+        return self.fs.cat_file(self._key(*parts))
+
+    def write(self, data, *parts):
+        self.fs.pipe_file(self._key(*parts), data)
+
+    def files(self):
+        """Every file below the folder, as paths relative to it."""
+        root = self.root.rstrip("/")
+        return sorted(p[len(root) + 1:] for p in self.fs.find(root) if p.startswith(root + "/"))
+
+    def remove(self, *parts, recursive=False):
+        key = self._key(*parts)
+        if self.fs.exists(key):
+            self.fs.rm(key, recursive=recursive)
+
+
+def check_saveable(path, *, overwrite=False, storage_options=None):
+    """Raise now what :func:`save` would raise for ``path`` (OutputExistsError, InputMissingError), writing nothing."""
+    folder = _folder(path, storage_options)
+    if folder.local:
+        _replaceable(folder.name, overwrite)
+    else:
+        _remote_state(folder, overwrite)
+
+
+def _remote_state(folder, overwrite) -> str:
+    """'absent' | 'model' (to replace) | 'partial' (a killed save's arrays): what a save at ``folder`` finds."""
+    path = folder.name
+    if not folder.exists():
+        _require_remote_parent(folder)
+        return "absent"
+    if folder.isfile():
+        raise OutputExistsError(f"{path}: exists and is not a dkapprox model directory; refusing to replace it "
+                                "(even with overwrite=True); choose another path")
+    if folder.isfile(MODEL_JSON):
+        if overwrite:
+            return "model"
+        raise OutputExistsError(f"{path}: a model is already saved there; pass overwrite=True to replace it")
+    files = folder.files()
+    if not files:
+        return "absent"  # an empty directory (filesystems that have them)
+    if all(f.startswith(f"{ARRAYS}/") and f.endswith(".npy") and f.count("/") == 1 for f in files):
+        return "partial"
+    raise OutputExistsError(f"{path}: exists and is not a dkapprox model directory; refusing to replace it "
+                            "(even with overwrite=True); choose another path")
+
+
+def _require_remote_parent(folder):
+    loc = folder.loc
+    if loc.protocol in OBJECT_STORES:  # no folders, only keys: the bucket must exist
+        bucket = missing_bucket(loc)
+        if bucket is not None:
+            raise InputMissingError(f"{loc.protocol}://{bucket}: the bucket to save the model in does not exist")
+        return
+    parent = folder.root.rstrip("/").rpartition("/")[0]
+    if parent and not folder.fs.isdir(parent):
+        raise InputMissingError(f"{folder.name.rpartition('/')[0]}: the folder to save the model in does not exist")
+
+
+def _save_remote(estimator, folder, overwrite):
+    """Save to a URL: the arrays, then model.json last (no rename on object stores; see the module notes)."""
+    state = _remote_state(folder, overwrite)
+    encoder = Encoder()
+    doc = encoder.estimator(estimator)
+    files, document_bytes, model_fingerprint = _model_files(encoder, doc)
+    if state == "model":
+        folder.remove(MODEL_JSON)  # first: from here on nothing loads the old model half-replaced
+    if state in ("model", "partial"):
+        folder.remove(recursive=True)
+    try:
+        for file, data in files.items():
+            folder.write(data, *file.split("/"))
+        folder.write(document_bytes, MODEL_JSON)
+    except BaseException:
+        if not folder.isfile(MODEL_JSON):
+            with contextlib.suppress(Exception):  # best effort: a next save replaces what is left anyway
+                folder.remove(recursive=True)
+        raise
+    return model_fingerprint

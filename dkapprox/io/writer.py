@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import _graph
-from ..errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
+from ..errors import IncompleteStoreError, InputDataError, InputMissingError, OutputExistsError, ResumeMismatchError
 from ._common import canonical_json, package_version, utc_now
 from ._lease import LEASE_PREFIX, acquire
-from ._location import Location, is_inside, locate, location_of_node
+from ._location import Location, is_inside, locate, location_of_node, missing_bucket
 from ._probe import require_shared
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
 
@@ -393,6 +393,8 @@ def _open_or_create(loc, header, *, overwrite, dry_run=False):
         return None
     if state in ("output", "zarr"):
         _remove_store(loc)
+    elif not loc.local and (bucket := missing_bucket(loc)) is not None:
+        raise InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
     store = loc.store(read_only=False)
     return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
 

@@ -1,0 +1,135 @@
+"""The command line on object storage (a real S3 server: moto in server mode, tests/_s3.py).
+
+Every data path is an s3:// URL; stderr stays free of aiohttp's "Unclosed client session"
+(client and worker processes); credentials from the environment, a profile or
+--storage-option never reach stdout, stderr, the stores or the model files, also with
+--debug and on a failing run.
+"""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import click
+import numpy as np
+import pytest
+import s3fs
+import zarr
+from _rounding import transform_by_blocks
+from _s3 import ACCESS_KEY, REGION, SECRET_KEY
+
+from dkapprox import io
+from dkapprox._jobs import parse_storage_options
+
+ROWS, CHUNK = 2000, 250
+BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+BASE_ENV.update(PYTHONUNBUFFERED="1", DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1",
+                AWS_EC2_METADATA_DISABLED="true")  # no credentials found must never mean asking 169.254.169.254
+
+
+def cli(env, *args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "dkapprox", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def cli_many(env, *argvs):
+    with ThreadPoolExecutor(len(argvs)) as pool:
+        return list(pool.map(lambda argv: cli(env, *argv), argvs))
+
+
+def assert_quiet(result, code=0):
+    assert result.returncode == code, (result.args, result.returncode, result.stdout, result.stderr)
+    assert "Unclosed" not in result.stderr and "client_session" not in result.stderr, result.stderr
+
+
+@pytest.fixture
+def s3_input(s3):
+    X = np.random.default_rng(0).standard_normal((ROWS, 8)).astype(np.float32)
+    fs = s3fs.S3FileSystem(asynchronous=True, skip_instance_cache=True)
+    zarr.create_array(zarr.storage.FsspecStore(fs, path="data/in.zarr"), shape=X.shape, chunks=(CHUNK, 8),
+                      dtype=X.dtype)[:] = X
+    return X
+
+
+def test_every_path_on_s3_without_aiohttp_noise(s3, s3_input):
+    env = {**BASE_ENV, **s3.env()}
+    featurize, fit = cli_many(
+        env, ["featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16, "--out", "s3://data/f.zarr"],
+        ["fit", "s3://data/in.zarr", "--method", "nystroem", "--n-components", 16, "--out", "s3://data/model"])
+    assert_quiet(featurize)
+    assert_quiet(fit)
+    assert "model: s3://data/model (sha256:" in fit.stdout
+    transform, info_out, info_model, again = cli_many(
+        env, ["transform", "s3://data/in.zarr", "--model", "s3://data/model", "--out", "s3://data/t.zarr"],
+        ["info", "s3://data/f.zarr"], ["info", "s3://data/model", "--json"],
+        ["featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16, "--out", "s3://data/f.zarr"])
+    for result in (transform, info_out, info_model, again):
+        assert_quiet(result)
+    assert "status: complete" in info_out.stdout and '"kind": "model"' in info_model.stdout
+    assert "already complete for this job; nothing to do" in again.stdout
+    model = io.load("s3://data/model")
+    assert io.open_features("s3://data/t.zarr").compute().tobytes() == \
+        transform_by_blocks(model, s3_input, CHUNK).tobytes()  # the same blocks give the same bits
+
+
+def _route(route, s3, tmp_path):
+    """(environment, extra CLI options) that give the credentials by ``route``."""
+    nowhere = str(tmp_path / "no-such-aws-file")  # and never the user's ~/.aws
+    env = {**BASE_ENV, "AWS_CONFIG_FILE": nowhere, "AWS_SHARED_CREDENTIALS_FILE": nowhere}
+    if route == "environment":
+        return {**env, **s3.env()}, []
+    if route == "profile":
+        creds = tmp_path / "credentials"
+        creds.write_text(f"[nightly]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+        return {**env, "AWS_SHARED_CREDENTIALS_FILE": str(creds), "AWS_PROFILE": "nightly",
+                "AWS_ENDPOINT_URL": s3.endpoint, "AWS_DEFAULT_REGION": REGION}, []
+    options = [f"key={ACCESS_KEY}", f"secret={SECRET_KEY}", f"client_kwargs.endpoint_url={s3.endpoint}",
+               f"client_kwargs.region_name={REGION}"]
+    return env, [a for o in options for a in ("--storage-option", o)]
+
+
+@pytest.mark.parametrize("route", ["environment", "profile", "storage-option"])
+def test_credentials_are_never_printed_or_recorded(s3, s3_input, tmp_path, route):
+    env, opts = _route(route, s3, tmp_path)
+    first = cli(env, "--debug", "featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16,
+                "--out", "s3://data/f.zarr", "--save-model", "s3://data/m", *opts)
+    assert_quiet(first)
+    results = cli_many(
+        env, ["transform", "s3://data/in.zarr", "--model", "s3://data/m", "--out", "s3://data/t.zarr", *opts],
+        ["info", "s3://data/f.zarr", *opts], ["--debug", "info", "s3://data/m", *opts],
+        ["--debug", "featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16,
+         "--out", "s3://nobucket/f.zarr", *opts],
+        ["--debug", "transform", "s3://data/in.zarr", "--model", "s3://nobucket/m", "--out", "s3://data/u.zarr",
+         *opts])
+    for result in results[:3]:
+        assert_quiet(result)
+    for result in results[3:]:
+        assert_quiet(result, 66)
+        assert "nobucket" in result.stderr
+    for result in [first, *results]:
+        assert SECRET_KEY not in result.stdout + result.stderr, result.args
+    fs = s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET_KEY, skip_instance_cache=True,
+                           client_kwargs={"endpoint_url": s3.endpoint, "region_name": REGION})
+    written = fs.find("data")
+    assert any(p.endswith("m/model.json") for p in written) and any(p.endswith("t.zarr/zarr.json") for p in written)
+    for path in written:
+        assert SECRET_KEY.encode() not in fs.cat_file(path), path
+    if route != "environment":  # the route really carried the credentials: without them the same run fails
+        bare = {k: v for k, v in env.items() if k not in ("AWS_PROFILE",)}
+        refused = cli(bare, "info", "s3://data/m")
+        assert refused.returncode != 0 and SECRET_KEY not in refused.stdout + refused.stderr
+
+
+def test_storage_options_parse_like_params_and_nest():
+    assert parse_storage_options(["anon=false", "client_kwargs.endpoint_url=http://h:9000",
+                                  "client_kwargs.region_name=eu-west-1", "config_kwargs.max_pool_connections=50",
+                                  "secret=123", "key=007"]) == {
+        "anon": False, "client_kwargs": {"endpoint_url": "http://h:9000", "region_name": "eu-west-1"},
+        "config_kwargs": {"max_pool_connections": 50}, "secret": "123", "key": "007"}
+    for bad in ("s3cr3t", "=s3cr3t", "a..b=s3cr3t"):  # a value may be a secret: never echoed
+        with pytest.raises(click.BadParameter) as info:
+            parse_storage_options([bad])
+        assert "s3cr3t" not in info.value.format_message()
+    with pytest.raises(click.BadParameter, match="given both as a value and as a group"):
+        parse_storage_options(["a=1", "a.b=2"])
