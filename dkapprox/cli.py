@@ -351,7 +351,8 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
             io.save(est, save_model, overwrite=overwrite, storage_options=options)
         plan = plan_of("featurize", input_path, component, X, est, io)
         report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, storage_options=options,
-                        wait=wait, progress=_progress(progress), compression=None if compression == "none" else compression)
+                        wait=wait, progress=_progress(progress),
+                        compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
 
