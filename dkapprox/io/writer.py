@@ -389,12 +389,12 @@ def _open_or_create(loc, header, *, overwrite, dry_run=False):
     elif state == "other":
         raise OutputExistsError(f"{loc}: exists and is not a Zarr store; refusing to touch it (even with "
                                 "overwrite=True); choose another path")
+    elif state == "absent" and not loc.local and (bucket := missing_bucket(loc)) is not None:
+        raise InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
     if dry_run:
         return None
     if state in ("output", "zarr"):
         _remove_store(loc)
-    elif not loc.local and (bucket := missing_bucket(loc)) is not None:
-        raise InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
     store = loc.store(read_only=False)
     return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
 
