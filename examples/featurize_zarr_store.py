@@ -1,9 +1,14 @@
-"""Featurize a Zarr store on a LocalCluster: the notebook version of `dkapprox featurize`.
+"""Featurize a Zarr store on a LocalCluster
+========================================
+
+Featurize a Zarr store on a LocalCluster: the notebook version of `dkapprox featurize`.
 
 Random Fourier features (RBFSampler) of a Zarr array, written to a new Zarr
 store block by block: the data never has to fit in memory, a rerun after a
 crash writes only the missing blocks, and the stored numbers are those of an
 in-memory ``transform``.
+
+Run it by hand::
 
     python examples/featurize_zarr_store.py                       # 2,000,000 x 32 rows in /tmp
     python examples/featurize_zarr_store.py --rows 20000 --dir /tmp/demo
@@ -21,6 +26,9 @@ from distributed import Client, LocalCluster, progress
 from dkapprox import RBFSampler
 from dkapprox.io import describe, open_array, open_features, write_features
 
+# argparse's description (sphinx-gallery runs the script without its docstring)
+DESCRIPTION = 'Featurize a Zarr store on a LocalCluster: the notebook version of `dkapprox featurize`.'
+
 
 def make_input(path, rows, features, chunk_rows):
     """A Zarr array of Gaussian blobs: stands in for your own store."""
@@ -34,7 +42,7 @@ def make_input(path, rows, features, chunk_rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--features", type=int, default=32)
     parser.add_argument("--n-components", type=int, default=256)

@@ -1,4 +1,7 @@
-"""Nystroem vs random Fourier features vs the exact RBF SVM: test accuracy and cost vs n_components.
+"""Learning study: Nystroem vs random Fourier features vs the exact RBF SVM
+========================================================================
+
+Nystroem vs random Fourier features vs the exact RBF SVM: test accuracy and cost vs n_components.
 
 The study of the seed slides (nystroem_vs_rff_slides_it.Rmd), on data that
 ships with scikit-learn (digits: 1,797 images, half for training) and on a
@@ -18,6 +21,8 @@ data sets), on a ``LocalCluster(2 workers x 1 thread)`` for the dask runs. Two P
 written (``learning_study_<dataset>.png``: accuracy and time vs n_components)
 and a table is printed.
 
+Run it by hand::
+
     python examples/learning_study.py --out plots                  # full size (about 30 min)
     python examples/learning_study.py --quick --out /tmp/study     # 20,000 rows, about a minute
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 
@@ -42,6 +48,10 @@ from dkapprox.linear_model import RidgeClassifier
 from dkapprox.nystroem import Nystroem
 
 ALPHA = 1e-2  # RidgeClassifier's penalty on the features
+
+
+# argparse's description (sphinx-gallery runs the script without its docstring)
+DESCRIPTION = 'Nystroem vs random Fourier features vs the exact RBF SVM: test accuracy and cost vs n_components.'
 
 
 def digits():
@@ -68,11 +78,11 @@ def feature_map(method, n_components, gamma):
     return Nystroem(gamma=gamma, n_components=n_components, random_state=0)
 
 
-def fit_predict(model, data):
+def fit_predict(model, data, repeats=5):
     """(test accuracy, fit + predict seconds); dask arrays when the data set has a chunk size.
 
-    Small data sets (under 100,000 training rows) take the median of 5 fits:
-    one fit of a few milliseconds is mostly noise.
+    Small data sets (under 100,000 training rows) take the median of ``repeats``
+    fits (5): one fit of a few milliseconds is mostly noise.
     """
     X_train, y_train, X_test = data["X_train"], data["y_train"], data["X_test"]
     if data.get("chunk_rows"):
@@ -80,7 +90,7 @@ def fit_predict(model, data):
         X_train, y_train = da.from_array(X_train, chunks=(rows, -1)), da.from_array(y_train, chunks=rows)
         X_test = da.from_array(X_test, chunks=(rows, -1))
     times = []
-    for _ in range(5 if len(y_train) < 100_000 else 1):
+    for _ in range(repeats if len(y_train) < 100_000 else 1):
         start = time.perf_counter()
         fitted = clone(model).fit(X_train, y_train)
         predicted = fitted.predict(X_test)
@@ -96,8 +106,23 @@ def _svc_child(paths, gamma, n_train, queue):
     queue.put((float(np.mean(predicted == y_test)), time.perf_counter() - start))
 
 
+def _run_by_gallery():
+    """True when this script runs inside another program (sphinx-gallery), not as Python's __main__.
+
+    A spawned child process then cannot import ``_svc_child``, and the figures
+    are shown by that program, so they must stay open.
+    """
+    main = sys.modules.get(_svc_child.__module__)
+    # spawn re-runs the parent's main file; sphinx-gallery's stand-in __main__ has none
+    return not getattr(main, "__file__", None) or getattr(main, "_svc_child", None) is not _svc_child
+
+
 def exact_svc(data, n_train, budget):
     """(accuracy, seconds) of SVC on the first n_train rows, or None if it exceeds the budget."""
+    if _run_by_gallery():  # in this process, without the budget: the gallery runs small sizes only
+        start = time.perf_counter()
+        model = SVC(kernel="rbf", gamma=data["gamma"]).fit(data["X_train"][:n_train], data["y_train"][:n_train])
+        return float(np.mean(model.predict(data["X_test"]) == data["y_test"])), time.perf_counter() - start
     context = multiprocessing.get_context("spawn")  # no fork of a process that runs a cluster
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -112,18 +137,20 @@ def exact_svc(data, n_train, budget):
             child.terminate()
             child.join()
             return None
+        if child.exitcode != 0:  # the child failed (its traceback is above): no result will come
+            raise RuntimeError(f"the exact SVC's process failed with exit code {child.exitcode}")
         return queue.get()
 
 
-def run_approximations(data, grid, log=print):
+def run_approximations(data, grid, log=print, repeats=5):
     """Accuracy and time of both feature maps over the grid, and of the linear reference."""
     result = dict(name=data["name"], n_train=len(data["y_train"]), grid=list(grid), rff=[], nystroem=[])
-    result["linear"] = fit_predict(RidgeClassifier(alpha=ALPHA), data)
+    result["linear"] = fit_predict(RidgeClassifier(alpha=ALPHA), data, repeats)
     log(f"{data['name']}: linear ridge accuracy {result['linear'][0]:.4f} in {result['linear'][1]:.2f} s")
     for n_components in grid:
         for method in ("rff", "nystroem"):
             model = make_pipeline(feature_map(method, n_components, data["gamma"]), RidgeClassifier(alpha=ALPHA))
-            result[method].append(fit_predict(model, data))
+            result[method].append(fit_predict(model, data, repeats))
             log(f"{data['name']}: {method} n_components={n_components}: accuracy {result[method][-1][0]:.4f} "
                 f"in {result[method][-1][1]:.2f} s")
     return result
@@ -177,7 +204,8 @@ def plot(result, out_dir, budget):
     fig.tight_layout()
     path = os.path.join(out_dir, f"learning_study_{result['name']}.png")
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if not _run_by_gallery():
+        plt.close(fig)
     return path
 
 
@@ -194,13 +222,15 @@ def print_results(result):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", default=".", help="directory for the PNG files")
     parser.add_argument("--n-rows", type=int, default=None, help="synthetic training rows")
     parser.add_argument("--svc-budget", type=float, default=None, help="seconds an exact SVC may take")
     parser.add_argument("--no-cluster", action="store_true",
                         help="dask's threaded scheduler instead of LocalCluster(2 workers x 1 thread)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="fits timed per point on data sets under 100,000 rows (the median is shown)")
     args = parser.parse_args(argv)
     if args.quick:
         args.n_rows = args.n_rows or 20_000
@@ -220,17 +250,17 @@ def parse_args(argv=None):
 def run(args):
     """Both data sets: a list of result dicts (what the plots and tables show)."""
     small = digits()
-    results = [{**run_approximations(small, args.digits_grid), **run_exact(small, [len(small["y_train"])],
-                                                                        args.svc_budget)}]
+    results = [{**run_approximations(small, args.digits_grid, repeats=args.repeats),
+                **run_exact(small, [len(small["y_train"])], args.svc_budget)}]
     data = synthetic(args.n_rows, max(args.n_rows // 10, 1_000), chunk_rows=max(args.n_rows // 20, 1_000))
     if args.no_cluster:
-        results.append(run_approximations(data, args.grid))
+        results.append(run_approximations(data, args.grid, repeats=args.repeats))
     else:
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
                 Client(cluster):
-            results.append(run_approximations(data, args.grid))
+            results.append(run_approximations(data, args.grid, repeats=args.repeats))
     # the exact SVC runs after the cluster is closed: it gets the machine to itself
     results[-1].update(run_exact(data, args.svc_sizes, args.svc_budget))
     return results

@@ -1,4 +1,7 @@
-"""Nystroem + a linear model in a scikit-learn Pipeline: a kernel machine at linear cost.
+"""Nystroem + a linear model in a scikit-learn Pipeline
+====================================================
+
+Nystroem + a linear model in a scikit-learn Pipeline: a kernel machine at linear cost.
 
 Two interleaved circles cannot be separated by a line; an RBF kernel separates
 them. The exact kernel SVM costs O(n^2) memory and more; ``Nystroem`` gives
@@ -6,6 +9,8 @@ features whose dot products approximate the kernel, so a linear classifier on
 them acts like the kernel machine. The pipeline is a plain scikit-learn
 estimator (cross-validation, grid search and pickling work as usual), and the
 fitted feature map also turns a dask array into lazy features.
+
+Run it by hand::
 
     python examples/nystroem_pipeline.py                    # 20,000 samples
     python examples/nystroem_pipeline.py --n-samples 2000
@@ -25,6 +30,9 @@ from sklearn.svm import SVC
 
 from dkapprox.nystroem import Nystroem
 
+# argparse's description (sphinx-gallery runs the script without its docstring)
+DESCRIPTION = 'Nystroem + a linear model in a scikit-learn Pipeline: a kernel machine at linear cost.'
+
 
 def score(name, model, X_train, X_test, y_train, y_test):
     started = time.perf_counter()
@@ -35,7 +43,7 @@ def score(name, model, X_train, X_test, y_train, y_test):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--n-samples", type=int, default=20_000)
     parser.add_argument("--n-components", type=int, default=100)
     args = parser.parse_args()

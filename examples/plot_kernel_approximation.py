@@ -1,4 +1,7 @@
-"""How good is the approximation? Kernel error and accuracy vs n_components (RBF features, Nystroem).
+"""How good is the approximation? Kernel error and accuracy against n_components
+=============================================================================
+
+How good is the approximation? Kernel error and accuracy vs n_components (RBF features, Nystroem).
 
 Like scikit-learn's ``plot_kernel_approximation`` example, on the digits data
 that ships with scikit-learn: for a growing number of components, the
@@ -7,6 +10,8 @@ and the test accuracy of a linear SVM on the features (right), beside the
 exact RBF kernel SVM. Nystroem adapts to the data and needs far fewer
 components than random Fourier features for the same error. Writes a PNG and
 prints the numbers.
+
+Run it by hand::
 
     python examples/plot_kernel_approximation.py --out kernel_approximation.png
     python examples/plot_kernel_approximation.py --max-components 100 --out /tmp/k.png
@@ -31,6 +36,10 @@ from dkapprox.nystroem import Nystroem  # noqa: E402
 GAMMA = 0.2  # scikit-learn's example uses the same kernel width on digits / 16
 
 
+# argparse's description (sphinx-gallery runs the script without its docstring)
+DESCRIPTION = 'How good is the approximation? Kernel error and accuracy vs n_components (RBF features, Nystroem).'
+
+
 def relative_kernel_error(features, X, K):
     """||K - Z Z^T||_F / ||K||_F: how far the features' dot products are from the kernel."""
     Z = features.transform(X)
@@ -38,7 +47,7 @@ def relative_kernel_error(features, X, K):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--max-components", type=int, default=600)
     parser.add_argument("--n-samples", type=int, default=1797, help="digits used (at most 1797)")
     parser.add_argument("--out", default="kernel_approximation.png")

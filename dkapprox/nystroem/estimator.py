@@ -101,14 +101,14 @@ default='uniform'
         eigendecomposition in float64 with eigenvalues ``|w| <= rtol * max|w|``
         treated as zero, ``rtol = max(n_components * eps(float64), eps(K.dtype))``
         (scikit-learn clips singular values at 1e-12 instead; both agree when
-        ``K`` is well conditioned; see :mod:`dkapprox.nystroem.normalization`). Negative
+        ``K`` is well conditioned; see ``dkapprox.nystroem.normalization``). Negative
         eigenvalues keep their sign, as scikit-learn's SVD does. In X's dtype.
     landmark_passes_ : int
         Passes over the data the landmark selection made (the table under
         ``landmarks``), the same for in-memory and dask input, plus the one
         that counts rows when a dask array's chunk sizes are unknown.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Only for input with string feature names.
 
     Notes
@@ -121,7 +121,7 @@ default='uniform'
     scikit-learn's (its float32 upcast included, bit for bit) in buffers reused
     across slices, because dask's worker processes make every fresh temporary
     expensive (``MALLOC_TRIM_THRESHOLD_``; see
-    :class:`dkapprox.nystroem.kernels.RBFSlices`). float32 stays float32 (also
+    ``dkapprox.nystroem.kernels.RBFSlices``). float32 stays float32 (also
     for the laplacian kernel, which scikit-learn returns in float64); the
     landmarks and the normalization enter the graph once.
 
