@@ -28,6 +28,30 @@ REGION = "eu-west-1"  # not us-east-1: s3fs sends its region as the LocationCons
 START_TIMEOUT = 30.0
 
 
+@contextlib.contextmanager
+def aws_environment(env):
+    """Set these AWS_* variables for a while, and forget S3 filesystems made under other ones.
+
+    fsspec caches filesystem instances by their arguments, not by the
+    environment botocore read when it made them: one made for another
+    endpoint would be handed out again, and talk to a server that is gone.
+    """
+    import s3fs
+
+    saved = {k: os.environ.get(k) for k in env}
+    s3fs.S3FileSystem.clear_instance_cache()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def free_port(host="127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -60,16 +84,8 @@ class MotoServer:
 
     @contextlib.contextmanager
     def environment(self):
-        saved = {k: os.environ.get(k) for k in self.env()}
-        os.environ.update(self.env())
-        try:
+        with aws_environment(self.env()):
             yield self
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
     def start(self):
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL

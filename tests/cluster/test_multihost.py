@@ -29,6 +29,7 @@ import zarr
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _netbed import BedSetupError, NetBed  # noqa: E402
+from _s3 import aws_environment  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,14 +43,9 @@ RUN_TIMEOUT = 240
 def bed(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     try:
-        with NetBed(tmp_path_factory.mktemp("bed"), n_workers=2, hidden=base, rate="100mbit") as bed:
-            saved = {k: os.environ.get(k) for k in bed.env()}
-            os.environ.update(bed.env())
-            try:
-                yield bed
-            finally:
-                for k, v in saved.items():
-                    os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        with NetBed(tmp_path_factory.mktemp("bed"), n_workers=2, hidden=base, rate="100mbit") as bed, \
+                aws_environment(bed.env()):
+            yield bed
     except BedSetupError as exc:
         if IN_CI:
             pytest.fail(f"the multi-host bed could not be built under CI=true: {exc}")
