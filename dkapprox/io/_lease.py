@@ -48,9 +48,13 @@ How a change is made safe between two processes:
 
 What remains in every case: a block writer checks the lease, then writes its
 block; a lease lost in between (between the check and the end of that one
-block's write) does not stop that block. Blocks of one job are deterministic
-(the same bytes from any run), so this matters only against a run of
-another job with ``overwrite=True`` after the lease expired.
+block's write) does not stop that block. A worker process reads the lease at
+most once per ``RECHECK`` seconds (a read is a request to the object store,
+as costly as a small block's write: on the multi-host bed one per block cost
+about 5% of a featurize's throughput), so the window is that long at most.
+Blocks of one job are deterministic (the same bytes from any run), so this
+matters only against a run of another job with ``overwrite=True`` after the
+lease expired.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ DEFAULT_TTL = 90.0  # seconds: a nightly job's rerun after a crash on another ho
 TTL_ENV = "DKAPPROX_LEASE_TTL"
 WAIT_LIMIT = 24 * 3600.0  # wait=True: at most a day
 SETTLE = 1.0  # other fsspec filesystems: seconds between writing a lease and reading it back
+RECHECK = 1.0  # seconds a worker trusts a lease it read as this job's, unexpired (see the window above)
 
 __all__ = ["DEFAULT_TTL", "LEASE_NAME", "LEASE_PREFIX", "Lease", "LeaseCheck", "acquire", "read_lease", "resolve_ttl"]
 
@@ -402,6 +407,7 @@ def read_lease(loc: Location):
 
 
 _held = weakref.WeakValueDictionary()  # token -> Lease of this process not yet released
+_confirmed = {}  # (store url, token) -> time.monotonic() a LeaseCheck in this process last found it ours
 
 
 @dataclass(frozen=True)
@@ -412,6 +418,10 @@ class LeaseCheck:
     token: str
 
     def __call__(self):
+        key = (self.loc.url, self.token)
+        now = time.monotonic()
+        if key in _confirmed and now - _confirmed[key] < RECHECK:
+            return
         try:
             doc = _backend(self.loc).read()[0]
         except FileNotFoundError:
@@ -423,6 +433,7 @@ class LeaseCheck:
         if _expired(doc):
             raise LeaseLostError(f"{self.loc}: this run's lease on the store expired at {doc.get('expires')} "
                                  "(its heartbeat could not be renewed); stopped writing. Rerun the same job")
+        _confirmed[key] = now
 
 
 class Lease:

@@ -263,7 +263,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
         writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression), lease=lease.checker())
         if resumed and loc.local:
             _remove_partial_files(loc.path)
-        done = blocks_done(group)
+        # a store made just now has no block written: reading its markers is one request per block on S3
+        done = blocks_done(group) if resumed else np.zeros(tuple(header["layout"]["numblocks"]), dtype=bool)
     except BaseException:
         lease.release()
         raise

@@ -45,8 +45,8 @@ S3_PORT, SCHED_PORT = 5000, 8786
 START_TIMEOUT = 60.0
 # a worker whose link is cut is declared dead after this (distributed's default is 300 s), and the
 # scheduler's attempt to restart it through its (unreachable) nanny gives up after CONNECT_TIMEOUT
-WORKER_TTL = "10s"
-CONNECT_TIMEOUT = "5s"
+WORKER_TTL = "5s"
+CONNECT_TIMEOUT = "3s"
 
 
 class BedSetupError(RuntimeError):

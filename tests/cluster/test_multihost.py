@@ -53,16 +53,17 @@ def bed(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data(bed, tmp_path_factory):
-    """The input on S3, and the features a local run of the same blocks writes (the reference)."""
+def data(bed):
+    """The input on S3, and what a local run of the same blocks gives (the reference)."""
+    from dkapprox._jobs import make_estimator
+
     fs = bed.moto.make_bucket("data")
     X = np.random.default_rng(0).standard_normal((ROWS, FEATURES)).astype("float32")
     zarr.create_array(zarr.storage.FsspecStore.from_url("s3://data/in.zarr"), shape=X.shape,
                       chunks=(BLOCK, FEATURES), dtype="f4")[:] = X
-    local = tmp_path_factory.mktemp("reference") / "ref.zarr"
-    done = dkapprox_cli("featurize", "s3://data/in.zarr", *JOB, "--out", local)  # a LocalCluster on this host
-    assert done.returncode == 0, done.stderr
-    return {"fs": fs, "reference": zarr.open_group(str(local), mode="r")["features"][:]}
+    est = make_estimator("rbf", n_components=256, random_state=7).fit(X)  # what `featurize ... JOB` fits
+    reference = np.concatenate([est.transform(X[i : i + BLOCK]) for i in range(0, ROWS, BLOCK)])
+    return {"fs": fs, "reference": reference}
 
 
 def dkapprox_cli(*args, popen=False, cwd=None):
@@ -146,6 +147,22 @@ def test_featurize_s3_to_s3_on_remote_workers_is_byte_identical_to_a_local_run(b
     assert same_bytes(features_on_s3("s3://data/remote/out.zarr"), data["reference"])
     again = on_bed(bed, "featurize", "s3://data/in.zarr", *JOB, "--out", "s3://data/remote/out.zarr")
     assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+def test_fit_with_the_model_on_s3_then_transform_on_remote_workers(bed, data):
+    import dkapprox
+
+    model = "s3://data/models/nystroem"
+    fit = on_bed(bed, "fit", "s3://data/in.zarr", "--method", "nystroem", "--n-components", "64", "--out", model)
+    assert fit.returncode == 0, fit.stderr
+    done = on_bed(bed, "transform", "s3://data/in.zarr", "--model", model, "--out", "s3://data/ny/out.zarr")
+    assert done.returncode == 0, done.stderr
+    est = dkapprox.load(model)
+    X = zarr.open_array(zarr.storage.FsspecStore.from_url("s3://data/in.zarr", read_only=True), mode="r")[:]
+    local = np.concatenate([est.transform(X[i : i + BLOCK]) for i in range(0, ROWS, BLOCK)])  # the same blocks
+    assert same_bytes(features_on_s3("s3://data/ny/out.zarr"), local)
+    info = dkapprox_cli("info", model)
+    assert info.returncode == 0 and "Nystroem" in info.stdout
 
 
 # -- local paths, remote workers ---------------------------------------------------------
