@@ -91,9 +91,16 @@ html_theme_options = {
     "header_links_before_dropdown": 5,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
-    "secondary_sidebar_items": ["page-toc"],
+    # gallery pages are mostly code: no right-hand contents column, so the code gets the width
+    # (the theme refuses overlapping patterns, so the others are named)
+    "secondary_sidebar_items": {**{page: ["page-toc"] for page in (
+        "index", "getting_started", "choosing", "precision", "jobs", "clusters", "learning", "survives", "api",
+        "changelog", "contributing", "user_guide/*", "generated/*")}, "auto_examples/*": []},
 }
-html_sidebars = {"changelog": [], "contributing": []}
+# pages without sub-pages have no section navigation: no left sidebar either, so that their text
+# (code, the measured tables) gets the width (at 1280 px the empty sidebar left a 620 px column)
+html_sidebars = {page: [] for page in ("index", "getting_started", "choosing", "precision", "jobs", "clusters",
+                                       "learning", "survives", "changelog", "contributing")}
 html_last_updated_fmt = None
 
 # --- gallery ----------------------------------------------------------------------------------
