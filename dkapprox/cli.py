@@ -262,6 +262,8 @@ def dkapprox(debug, quiet):
     logger.setLevel(logging.ERROR if quiet else logging.INFO)
     logger.propagate = False
     if not debug:
+        import distributed  # noqa: F401 - importing it applies its logging config, which would undo ours
+
         for name in _QUIETED:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
