@@ -8,11 +8,16 @@ One run, everything side by side, with interleaved repeats (medians):
   threaded scheduler (2 threads, one BLAS thread each) and on a LocalCluster of 2 worker
   processes with 1 thread: compiled, NumPy path (``DKAPPROX_JIT=0``) and scikit-learn
   (its transform of the same blocks, one after another on one core, halved for two);
-- the limit: 2 x (one block's matrix product alone + one write of its output), halved for
-  two cores, times the number of blocks;
+- the limit: two cores each doing, per block, its matrix product alone (one BLAS thread, into
+  memory already touched) and one write of its output (fresh memory, as a block's output is):
+  (number of blocks / 2) x (product + write);
 - float32, same shape: compiled build against NumPy's path (float32 keeps NumPy's SIMD cos);
 - RandomFourierFeatures(1024, features='sincos') in float64: compiled against NumPy's path;
-- the first call's time (compile, or load from numba's cache) in a fresh process.
+- Nystroem(1024) float64, rbf and laplacian, on 64 and 784 features, with the ceiling any
+  kernel could reach: scikit-learn's time over the time of the product with the normalization
+  alone, which both share;
+- the first call's time in a fresh process: compiling into an empty numba cache, and loading
+  from the cache.
 
     python benchmarks/bench_kernels.py [--rows 2000000] [--block-rows 100000]
 """
@@ -69,39 +74,61 @@ def interleaved(fns, repeats):
 
 
 def kernel_table(repeats):
-    k = _jit._kernels()
-    a = np.random.default_rng(0).normal(size=(2000, 1024)) * 3
+    """ns per output value of each compiled kernel beside NumPy's ufunc and scikit-learn's function."""
+    from sklearn.metrics.pairwise import additive_chi2_kernel, manhattan_distances, rbf_kernel
+
+    k = _jit._kernels("cos_rows", "sincos_rows", "l1_distances", "chi2_distances", "rbf_exponents")
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2000, 1024)) * 3
     out, both, zero = np.empty_like(a), np.empty((2000, 2048)), np.zeros(1024)
     a32 = a.astype(np.float32)
     out32 = np.empty_like(a32)
+    X, L = rng.random((2000, 64)), rng.random((1024, 64))
+    Lt = np.ascontiguousarray(L.T)
+    D, norms_x, norms_l = X @ L.T, (X * X).sum(1), (L * L).sum(1)
+
+    def compiled_rbf():
+        np.matmul(X, Lt, out=out)
+        k.rbf_exponents(out, norms_x, norms_l, 0.05, out)
+        np.exp(out, out=out)
+
     t = interleaved({
         "compiled cos (fused offset, scale)": lambda: k.cos_rows(a, zero, 1.0, out),
         "np.cos": lambda: np.cos(a, out=out),
-        "compiled cos and sin": lambda: k.sincos_rows(a, 1.0, both),
-        "np.cos + np.sin": lambda: (np.cos(a, out=both[:, :1024]), np.sin(a, out=both[:, 1024:])),
+        "compiled cos and sin (per input)": lambda: k.sincos_rows(a, 1.0, both),
+        "np.cos + np.sin (per input)": lambda: (np.cos(a, out=both[:, :1024]), np.sin(a, out=both[:, 1024:])),
         "np.cos float32": lambda: np.cos(a32, out=out32),
+        "np.exp": lambda: np.exp(a, out=out),
+        "compiled rbf exponent (one pass)": lambda: k.rbf_exponents(D, norms_x, norms_l, 0.05, out),
+        "compiled rbf kernel (product, exponent, np.exp)": compiled_rbf,
+        "scikit-learn rbf_kernel": lambda: rbf_kernel(X, L, gamma=0.05),
+        "compiled L1 distances, 64 features": lambda: k.l1_distances(X, Lt, out),
+        "scikit-learn manhattan_distances": lambda: manhattan_distances(X, L),
+        "compiled chi2 distances, 64 features": lambda: k.chi2_distances(X, Lt, out),
+        "scikit-learn additive_chi2_kernel": lambda: additive_chi2_kernel(X, L),
     }, repeats)
     rows = [[name, seconds / a.size * 1e9] for name, seconds in t.items()]
-    print_table("ns per element, (2000, 1024) float64 arguments in [-9, 9] (float32 for the last)",
-                ["kernel", "ns/element"], rows)
+    print_table("ns per output value, one thread: (2000, 1024) float64 arguments in [-9, 9] for the maps (float32 for "
+                "np.cos float32); 2000 rows x 1024 landmarks of 64 features for the kernels",
+                ["kernel", "ns/value"], rows)
 
 
 def limit_seconds(X, est, block_rows, rows):
-    """(seconds, per block): 2 x (one block's product alone + one write of its output) per pair of blocks."""
+    """(seconds, per block): two cores, each doing per block its product alone and one write of its output."""
     block = X[:block_rows]
     W = est.random_weights_
+    product_out = np.ones((block_rows, W.shape[1]))  # touched: the product alone, no page faults
 
     def product():
         with threadpool_limits(1):
-            block @ W
+            np.matmul(block, W, out=product_out)
 
-    def write():
+    def write():  # fresh memory, as each block's output is
         np.empty((block_rows, W.shape[1])).fill(1.0)
 
     per_block = interleaved({"product": product, "write": write}, 3)
     n_blocks = -(-rows // block_rows)
-    # the issue's limit: each pair of blocks (one per core) costs 2 x (product + write)
-    return (n_blocks / 2) * 2 * (per_block["product"] + per_block["write"]), per_block
+    return (n_blocks / 2) * (per_block["product"] + per_block["write"]), per_block
 
 
 def rbf_table(rows, block_rows, repeats, cluster_client):
@@ -136,7 +163,7 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
     }, repeats)
     limit, per_block = limit_seconds(X, est, block_rows, rows)
     print(f"one block alone, one BLAS thread: product {per_block['product']:.3f} s, write {per_block['write']:.3f} s; "
-          f"two cores doing nothing else would take {limit / 2:.2f} s")
+          f"two cores doing only that would take {limit:.2f} s")
     rows_out = [[name, seconds, rows / seconds, t["scikit-learn map_blocks, threaded"] / seconds,
                  t["NumPy path, threaded"] / seconds, limit / seconds] for name, seconds in t.items()]
     print_table(f"float64 RBFSampler(1024) on {rows:,} x 64, blocks of {block_rows:,} rows; limit "
@@ -173,38 +200,73 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
                 [[n, s, tr["sincos, NumPy path"] / s] for n, s in tr.items()])
 
 
-def nystroem_table(rows, block_rows, repeats):
-    """Nystroem(1024) float64 transforms, threaded, against scikit-learn's transform in map_blocks."""
+def nystroem_table(shapes, repeats):
+    """Nystroem(1024) float64 transforms, threaded, against scikit-learn's transform in map_blocks.
+
+    ``shapes`` is a list of (rows, features, block_rows). The ceiling is what a kernel computed in
+    no time at all would give: scikit-learn's time over that of the product with the normalization
+    (block_rows x 1024 by 1024 x 1024), which dkapprox and scikit-learn both run, per pair of blocks.
+    """
     from sklearn.kernel_approximation import Nystroem as SkNystroem
 
-    Xd = da.random.default_rng(1).random((rows, 64), chunks=(block_rows, 64))
-    X = Xd[:20_000].compute()
     found = []
-    for kernel in ("rbf", "laplacian"):
-        ours = dkapprox.Nystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
-        theirs = SkNystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
+    for rows, features, block_rows in shapes:
+        Xd = da.random.default_rng(1).random((rows, features), chunks=(block_rows, features))
+        X = Xd[:20_000].compute()
+        for kernel in ("rbf", "laplacian"):
+            ours = dkapprox.Nystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
+            theirs = SkNystroem(kernel=kernel, gamma=0.05, n_components=1024, random_state=0).fit(X)
 
-        def run(model, on=True):
-            def go():
-                with jit(on), threadpool_limits(1, user_api="blas"):
-                    Z = Xd.map_blocks(model.transform, chunks=(Xd.chunks[0], (1024,)), dtype=np.float64) \
-                        if model is theirs else model.transform(Xd)
-                    consume(Z, scheduler="threads", num_workers=2)
-            return go
+            def run(model, on=True):
+                def go():
+                    with jit(on), threadpool_limits(1, user_api="blas"):
+                        Z = Xd.map_blocks(model.transform, chunks=(Xd.chunks[0], (1024,)), dtype=np.float64) \
+                            if model is theirs else model.transform(Xd)
+                        consume(Z, scheduler="threads", num_workers=2)
+                return go
 
-        t = interleaved({"dkapprox compiled": run(ours), "dkapprox NumPy path": run(ours, False),
-                         "scikit-learn map_blocks": run(theirs)}, repeats)
-        found += [[kernel, name, s, t["scikit-learn map_blocks"] / s] for name, s in t.items()]
-    print_table(f"float64 Nystroem(1024) on {rows:,} x 64, threaded", ["kernel", "run", "seconds", "x scikit-learn"],
-                found)
+            K, N = np.ones((block_rows, 1024)), np.ascontiguousarray(theirs.normalization_.T)
+
+            def normalization():
+                with threadpool_limits(1):
+                    for _ in range(-(-rows // block_rows) // 2):
+                        K @ N
+
+            t = interleaved({"dkapprox compiled": run(ours), "dkapprox NumPy path": run(ours, False),
+                             "scikit-learn map_blocks": run(theirs), "normalization product alone": normalization},
+                            repeats)
+            ceiling = t["scikit-learn map_blocks"] / t["normalization product alone"]
+            found += [[f"{features}", kernel, name, s, t["scikit-learn map_blocks"] / s, ceiling]
+                      for name, s in t.items()]
+    print_table("float64 Nystroem(1024), threaded (2 threads x 1 BLAS thread); ceiling: scikit-learn / normalization "
+                "product alone", ["features", "kernel", "run", "seconds", "x scikit-learn", "ceiling"], found)
 
 
-def first_call_seconds():
-    # dkapprox (scikit-learn, dask) is imported first: not ours to count; then numba and the cos kernel
+def first_call_seconds(cache_dir):
+    """The first compiled call in a fresh process, after ``import dkapprox``: numba's import and the cos kernel."""
     code = ("import time, dkapprox; from dkapprox import _jit; t = time.perf_counter(); "
             "assert _jit._kernels('cos_rows'); print(time.perf_counter() - t)")
-    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                 check=True).stdout)
+
+
+def first_call_table():
+    """Compiling into an empty cache folder, then loading from it; three times each."""
+    import shutil
+    import tempfile
+
+    cold, warm = [], []
+    for _ in range(3):
+        folder = tempfile.mkdtemp(prefix="dkapprox-numba-")
+        try:
+            cold.append(first_call_seconds(folder))
+            warm.append(first_call_seconds(folder))
+        finally:
+            shutil.rmtree(folder)
+    print_table("first compiled call in a fresh process, after import dkapprox (numba's import included)",
+                ["numba cache", "min s", "max s"], [["empty: compiles", min(cold), max(cold)],
+                                                   ["filled: loads", min(warm), max(warm)]])
 
 
 def main():
@@ -213,9 +275,7 @@ def main():
     parser.add_argument("--block-rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    first = [first_call_seconds() for _ in range(3)]
-    print(f"first call in a fresh process after import dkapprox (numba import + cache load): "
-          f"{min(first):.2f}-{max(first):.2f} s")
+    first_call_table()
     kernel_table(args.repeats)
     from distributed import Client, LocalCluster
 
@@ -224,7 +284,8 @@ def main():
             Client(cluster) as client:
         client.run(lambda: __import__("dkapprox")._jit.enabled())  # warm: load the kernels once per worker
         rbf_table(args.rows, args.block_rows, args.repeats, client)
-    nystroem_table(args.rows // 10, args.block_rows // 10, args.repeats)
+    nystroem_table([(args.rows // 10, 64, args.block_rows // 10), (args.rows // 50, 784, args.block_rows // 10)],
+                   args.repeats)
 
 
 if __name__ == "__main__":

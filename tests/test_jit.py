@@ -18,8 +18,10 @@ pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="numba is a dependenc
 
 @pytest.fixture
 def compiled_always(monkeypatch):
-    """Every float64 block takes the compiled path, however small."""
+    """Every float64 block takes the compiled path, however small, in tiles of a few rows (7 rows of
+    64 frequencies) so that blocks span several tiles and end in a short one."""
     monkeypatch.setattr(_jit, "MIN_COMPILED_VALUES", 0)
+    monkeypatch.setattr(_jit, "TILE_VALUES", 7 * 64)
 
 
 @pytest.fixture
@@ -43,6 +45,29 @@ def test_cos_and_sin_within_two_ulp_of_libm(limit):
     assert ulps(cos, np.cos(x)).max() <= 2 and ulps(both[:, :500], np.cos(x)).max() <= 2
     assert ulps(both[:, 500:], np.sin(x)).max() <= 2
     np.testing.assert_array_equal(both[:, :500], cos)
+
+
+def test_touched_empty_gives_a_fresh_array_of_the_shape_and_dtype():
+    from dkapprox._system import touched_empty
+
+    for shape, dtype in [((3000, 700), np.float64), ((5, 3), np.float32), ((0, 4), np.float64), ((1,), np.int64)]:
+        a = touched_empty(shape, dtype)
+        assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.owndata
+    a = touched_empty((3000, 700))
+    assert (a.reshape(-1)[::512] == 0).all()  # one value in each 4 KiB page written
+
+
+def test_out_of_range_arguments_anywhere_in_a_row_take_libm():
+    k = _jit._kernels()
+    x = np.random.default_rng(7).uniform(-5, 5, size=(3, 50))
+    x[1, 17], x[2, 0], x[2, 49] = 3e7, np.nan, -1e9
+    cos, both = np.empty_like(x), np.empty((3, 100))
+    with np.errstate(invalid="ignore"):
+        k.cos_rows(x, np.zeros(50), 1.0, cos)
+        k.sincos_rows(x, 1.0, both)
+    assert ulps(cos, np.cos(x))[np.isfinite(x)].max() <= 2 and np.isnan(cos[2, 0])
+    assert cos[1, 17] == np.cos(3e7) and both[2, 99] == np.sin(-1e9) and both[1, 67] == np.sin(3e7)
+    assert ulps(both[:, 50:], np.sin(x))[np.isfinite(x)].max() <= 2
 
 
 def test_beyond_the_reduction_libm_itself():

@@ -76,10 +76,10 @@ def test_feature_names_and_pandas_output():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("gamma", [None, 0.3])
 def test_rbf_slices_are_sklearn_rbf_kernel_bit_for_bit(dtype, gamma):
-    X = np.random.default_rng(0).normal(3.0, 2.0, size=(500, 12)).astype(dtype)
+    X = np.random.default_rng(0).normal(3.0, 2.0, size=(1500, 12)).astype(dtype)
     landmarks = X[:40]
     state = NystroemState(Kernel("rbf", (("gamma", gamma),)), landmarks, np.eye(40, dtype=dtype))
-    slices = row_slices(500, 40)
+    slices = row_slices(1500, 40)
     buffers = RBFSlices.of(state, X, slices)
     assert len(slices) > 1
     for s in slices:
