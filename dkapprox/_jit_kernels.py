@@ -158,3 +158,46 @@ def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
         for j in range(m):
             t = out.dtype.type((src[j] * -2.0 + xn) + landmark_norms[j])
             dst[j] = (zero if t < zero else t) * neg_gamma  # NaN passes, as np.maximum's
+
+
+@jit
+def affine_rows(a, gamma, coef0, out):
+    """out = a * gamma + coef0: scikit-learn's ``K *= gamma; K += coef0`` (two roundings, no fused
+    multiply-add: the same bits) in one pass; ``out`` may be ``a``."""
+    n, m = a.shape
+    for i in range(n):
+        src, dst = a[i], out[i]
+        for j in range(m):
+            dst[j] = src[j] * gamma + coef0
+
+
+@jit
+def power_rows(a, gamma, coef0, degree, out):
+    """out = (a * gamma + coef0) ** degree for an integer ``degree`` >= 1, by repeated squaring.
+
+    The base is scikit-learn's bits (see :func:`affine_rows`); the power is products of it
+    (within a few ulp of ``pow``'s, and the same sign and the same overflow to inf for negative
+    bases), each a pass over one row while it is in L1: plain products vectorize, ``pow`` does
+    not. ``out`` may be ``a``.
+    """
+    n, m = a.shape
+    base = np.empty(m)
+    for i in range(n):
+        src, dst = a[i], out[i]
+        for j in range(m):
+            base[j] = src[j] * gamma + coef0
+        e = degree
+        started = False
+        while True:
+            if e & 1:
+                if started:
+                    for j in range(m):
+                        dst[j] *= base[j]
+                else:
+                    dst[:] = base
+                    started = True
+            e >>= 1
+            if e == 0:
+                break
+            for j in range(m):
+                base[j] *= base[j]
