@@ -40,6 +40,11 @@ _WARM_UP = {
                                                 np.zeros((1, 2), dtype=dtype)) for dtype in (np.float64, np.float32)],
     "affine_rows": lambda k: k.affine_rows(np.zeros((1, 2)), 1.0, 1.0, np.zeros((1, 2))),
     "power_rows": lambda k: k.power_rows(np.zeros((1, 2)), 1.0, 1.0, 3, np.zeros((1, 2))),
+    "binning_rows": lambda k: [k.binning_rows(np.zeros((1, 2), dtype=dtype), np.zeros((1, 2), dtype=dtype),
+                                              np.ones((1, 2), dtype=dtype), np.ones((1, 2), dtype=np.uint64),
+                                              np.zeros(1, dtype=np.uint64), np.uint64(4), 1.0,
+                                              np.zeros((1, 1), dtype=np.int32), np.zeros((1, 1), dtype=dtype))
+                               for dtype in (np.float64, np.float32)],
 }
 
 
@@ -228,3 +233,25 @@ def inner_product_kernel(metric, part, landmarks_t, gamma, coef0=1, degree=3):
     else:
         out **= degree  # NaN for a negative base, as scikit-learn's
     return out
+
+
+# -- random binning ---------------------------------------------------------------------------------
+
+
+def binning_cells(block, state, scale, columns, values):
+    """Fill ``columns`` and ``values`` (n_rows x n_grids) with random binning's hashed cells; False where off.
+
+    The same bits as the NumPy grid loop of :func:`dkapprox.random_features.binning.binning_features`
+    (exact IEEE and integer steps), in one compiled pass over each row. False (the caller then
+    runs its NumPy loop) where the compiled path is off, the data is not float32 or float64, or
+    the block is too small to pay.
+    """
+    if block.dtype not in (np.float32, np.float64) or block.shape[0] * state.pitches.shape[0] < MIN_COMPILED_VALUES:
+        return False
+    k = _kernels("binning_rows")
+    if k is None:
+        return False
+    k.binning_rows(np.ascontiguousarray(block), np.ascontiguousarray(state.shifts),
+                   np.ascontiguousarray(state.pitches), np.ascontiguousarray(state.multipliers),
+                   np.ascontiguousarray(state.increments), np.uint64(state.n_components), float(scale), columns, values)
+    return True
