@@ -313,3 +313,55 @@ def test_switched_off_inner_product_kernels_take_scikit_learns(kernel, params, m
     else:  # products by squaring against pow: a few ulp
         assert (compiled != reference).any()
         assert_chunking_promise(est, X, compiled, reference, what="compiled vs NumPy")
+
+
+def _spy_binning(monkeypatch):
+    """Records whether each block's cells were compiled (True) or left to the NumPy loop (False)."""
+    calls, real = [], _jit.binning_cells
+
+    def spy(*args):
+        done = real(*args)
+        calls.append(done)
+        return done
+
+    monkeypatch.setattr(_jit, "binning_cells", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_components", [1000, 2**32])  # int32 and int64 columns
+def test_compiled_binning_gives_the_numpy_loops_bits(dtype, n_components, compiled_always, monkeypatch):
+    from dkapprox.random_features.binning import binning_features
+
+    X = (np.random.default_rng(11).normal(size=(300, 9)) * 4).astype(dtype)
+    est = dkapprox.RandomBinningFeatures(n_components=n_components, gamma=0.7, n_grids=40, random_state=0).fit(X)
+    X[0, :6] = [np.nan, np.inf, -np.inf, 1e30, -1e30, 9.3e18]  # casts beyond int64: x86's 0x8000... in both
+    state = est._state(X.dtype)
+    calls = _spy_binning(monkeypatch)
+    with np.errstate(invalid="ignore"):
+        compiled = binning_features(X, state)
+        monkeypatch.setenv("DKAPPROX_JIT", "0")
+        reference = binning_features(X, state)
+    assert calls == [True, False]  # compiled, then switched off
+    assert compiled.indices.dtype == reference.indices.dtype == (np.int32 if n_components < 2**31 else np.int64)
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(compiled, part), getattr(reference, part))
+    assert compiled.data.dtype == dtype
+
+
+@pytest.mark.parametrize("dense_output", [False, True])
+def test_compiled_binning_same_blocks_same_bits(dense_output, compiled_always, monkeypatch):
+    import scipy.sparse as sp
+
+    X = np.random.default_rng(12).random((900, 7))
+    est = dkapprox.RandomBinningFeatures(n_components=512, n_grids=16, dense_output=dense_output,
+                                         random_state=0).fit(X)
+    calls = _spy_binning(monkeypatch)
+    lazy = est.transform(da.from_array(X, chunks=(250, -1))).compute(scheduler="threads")
+    assert sum(calls) >= 4
+    by_blocks = transform_by_blocks(est, X, 250)
+    whole = est.transform(X)
+    for got in (lazy, by_blocks):  # exact: the same bits for every chunking
+        assert sp.issparse(got) != dense_output
+        np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got,
+                                      whole.toarray() if sp.issparse(whole) else whole)
