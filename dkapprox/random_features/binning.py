@@ -61,7 +61,12 @@ def _fmix64(h):
 
 
 def binning_features(block, state):
-    """One signed entry ``+-1/sqrt(n_grids)`` per grid and row, hashed into ``n_components`` columns."""
+    """One signed entry ``+-1/sqrt(n_grids)`` per grid and row, hashed into ``n_components`` columns.
+
+    The cells and their hashes are compiled where :mod:`dkapprox._jit` runs (the same bits as
+    :func:`_numpy_cells`, the reference: benchmarks/bench_epilogues.py measured 91% of a float64
+    block in that loop); scipy then assembles the CSR matrix.
+    """
     if sp.issparse(block):
         block = block.toarray()  # a zero coordinate falls in a cell like any value
     n_rows = block.shape[0]
