@@ -243,10 +243,11 @@ def binning_cells(block, state, scale, columns, values):
 
     The same bits as the NumPy grid loop of :func:`dkapprox.random_features.binning.binning_features`
     (exact IEEE and integer steps), in one compiled pass over each row. False (the caller then
-    runs its NumPy loop) where the compiled path is off, the data is not float32 or float64, or
-    the block is too small to pay.
+    runs its NumPy loop) where the compiled path is off, the data is not float32 or float64, the
+    hash parameters are not uint64, or the block is too small to pay.
     """
-    if block.dtype not in (np.float32, np.float64) or block.shape[0] * state.pitches.shape[0] < MIN_COMPILED_VALUES:
+    if block.dtype not in (np.float32, np.float64) or block.shape[0] * state.pitches.shape[0] < MIN_COMPILED_VALUES \
+            or not state.multipliers.dtype == state.increments.dtype == np.uint64:  # numba would mix in float64
         return False
     k = _kernels("binning_rows")
     if k is None:
