@@ -40,6 +40,13 @@ _WARM_UP = {
     "chi2_distances": lambda k: k.chi2_distances(np.zeros((1, 2)), np.zeros((2, 3)), np.zeros((1, 3))),
     "rbf_exponents": lambda k: [k.rbf_exponents(np.zeros((1, 2)), np.zeros(1), np.zeros(2), 1.0,
                                                 np.zeros((1, 2), dtype=dtype)) for dtype in (np.float64, np.float32)],
+    "affine_rows": lambda k: k.affine_rows(np.zeros((1, 2)), 1.0, 1.0, np.zeros((1, 2))),
+    "power_rows": lambda k: k.power_rows(np.zeros((1, 2)), 1.0, 1.0, 3, np.zeros((1, 2))),
+    "binning_rows": lambda k: [k.binning_rows(np.zeros((1, 2), dtype=dtype), np.zeros((1, 2), dtype=dtype),
+                                              np.ones((1, 2), dtype=dtype), np.ones((1, 2), dtype=np.uint64),
+                                              np.zeros(1, dtype=np.uint64), np.uint64(4), 1.0,
+                                              np.zeros((1, 1), dtype=np.int32), np.zeros((1, 1), dtype=dtype))
+                               for dtype in (np.float64, np.float32)],
 }
 
 
@@ -205,4 +212,66 @@ def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
         return False
     k.rbf_exponents(D, row_norms, landmark_norms[0] if landmark_norms.ndim == 2 else landmark_norms, float(gamma),
                     out)
+    return True
+
+
+#: Nystroem kernels of an inner product, by scikit-learn's names: k = f(gamma x.l + coef0)
+INNER_PRODUCT = ("poly", "polynomial", "sigmoid")
+#: integer degrees up to this take repeated squaring (a pass per bit); larger ones NumPy's power
+MAX_SQUARED_DEGREE = 2**31
+
+
+def inner_product_kernel(metric, part, landmarks_t, gamma, coef0=1, degree=3):
+    """k(rows, landmarks) for the polynomial and sigmoid kernels, in float64, or None.
+
+    The product stays BLAS: ``np.matmul`` of the rows in float64 with ``landmarks_t``, the
+    float64 landmarks transposed (the view ``landmarks.T`` makes it scikit-learn's own call, and
+    so its bits). Then one compiled pass: ``gamma K + coef0`` in scikit-learn's two roundings,
+    raised to an integer degree by repeated squaring (scikit-learn's ``K **= degree`` takes
+    ``pow``, which does not vectorize). A non-integer degree and the sigmoid's tanh stay NumPy's
+    (``np.tanh`` is SIMD on AVX-512, faster here than a compiled one: benchmarks/bench_epilogues.py)
+    after the compiled affine pass. Every step is elementwise, so the kernel of a row does not
+    depend on the slice it is in beyond the product. None where the compiled path is off, the
+    rows are sparse, a parameter is not a number, or the slice is too small to pay: the caller
+    then uses scikit-learn.
+    """
+    if metric not in INNER_PRODUCT or sp.issparse(part) or part.shape[0] * landmarks_t.shape[1] < 1024 or \
+            not all(np.ndim(p) == 0 for p in (gamma, coef0, degree)):
+        return None
+    power = metric != "sigmoid" and float(degree).is_integer() and 1 <= degree <= MAX_SQUARED_DEGREE
+    k = _kernels("power_rows" if power else "affine_rows")
+    if k is None:
+        return None
+    out = np.matmul(part.astype(np.float64, copy=False), landmarks_t)
+    if power:
+        k.power_rows(out, float(gamma), float(coef0), int(degree), out)
+        return out
+    k.affine_rows(out, float(gamma), float(coef0), out)
+    if metric == "sigmoid":
+        np.tanh(out, out=out)
+    else:
+        out **= degree  # NaN for a negative base, as scikit-learn's
+    return out
+
+
+# -- random binning ---------------------------------------------------------------------------------
+
+
+def binning_cells(block, state, scale, columns, values):
+    """Fill ``columns`` and ``values`` (n_rows x n_grids) with random binning's hashed cells; False where off.
+
+    The same bits as the NumPy grid loop of :func:`dkapprox.random_features.binning.binning_features`
+    (exact IEEE and integer steps), in one compiled pass over each row. False (the caller then
+    runs its NumPy loop) where the compiled path is off, the data is not float32 or float64, the
+    hash parameters are not uint64, or the block is too small to pay.
+    """
+    if block.dtype not in (np.float32, np.float64) or block.shape[0] * state.pitches.shape[0] < MIN_COMPILED_VALUES \
+            or not state.multipliers.dtype == state.increments.dtype == np.uint64:  # numba would mix in float64
+        return False
+    k = _kernels("binning_rows")
+    if k is None:
+        return False
+    k.binning_rows(np.ascontiguousarray(block), np.ascontiguousarray(state.shifts),
+                   np.ascontiguousarray(state.pitches), np.ascontiguousarray(state.multipliers),
+                   np.ascontiguousarray(state.increments), np.uint64(state.n_components), float(scale), columns, values)
     return True

@@ -15,6 +15,8 @@ import math
 import numba
 import numpy as np
 
+from .random_features.binning import _FMIX1, _FMIX2, _ONE, _S32, _S33
+
 REDUCTION_LIMIT = (2.0**19) * (math.pi / 2)
 
 _INVPIO2 = 6.36619772367581382433e-01
@@ -181,3 +183,77 @@ def rbf_exponents(D, row_norms, landmark_norms, gamma, out):
         for j in range(m):
             t = out.dtype.type((src[j] * -2.0 + xn) + landmark_norms[j])
             dst[j] = (zero if t < zero else t) * neg_gamma  # NaN passes, as np.maximum's
+
+
+@jit
+def affine_rows(a, gamma, coef0, out):
+    """out = a * gamma + coef0: scikit-learn's ``K *= gamma; K += coef0`` (two roundings, no fused
+    multiply-add: the same bits) in one pass; ``out`` may be ``a``."""
+    n, m = a.shape
+    for i in range(n):
+        src, dst = a[i], out[i]
+        for j in range(m):
+            dst[j] = src[j] * gamma + coef0
+
+
+@jit
+def power_rows(a, gamma, coef0, degree, out):
+    """out = (a * gamma + coef0) ** degree for an integer ``degree`` >= 1, by repeated squaring.
+
+    The base is scikit-learn's bits (see :func:`affine_rows`); the power is products of it
+    (within a few ulp of ``pow``'s, and the same sign and the same overflow to inf for negative
+    bases), each a pass over one row while it is in L1: plain products vectorize, ``pow`` does
+    not. ``out`` may be ``a``.
+    """
+    n, m = a.shape
+    base = np.empty(m)
+    for i in range(n):
+        src, dst = a[i], out[i]
+        for j in range(m):
+            base[j] = src[j] * gamma + coef0
+        e = degree
+        started = False
+        while True:
+            if e & 1:
+                if started:
+                    for j in range(m):
+                        dst[j] *= base[j]
+                else:
+                    dst[:] = base
+                    started = True
+            e >>= 1
+            if e == 0:
+                break
+            for j in range(m):
+                base[j] *= base[j]
+
+
+@jit
+def binning_rows(block, shifts, pitches, multipliers, increments, width, scale, columns, values):
+    """Random binning's cells, hashed: :func:`dkapprox.random_features.binning.binning_features`' grid loop.
+
+    For each row and grid: cell = floor((x - shift) / pitch) per feature in the data's dtype,
+    cast to int64 and taken as uint64, times the grid's odd multipliers and summed modulo 2**64
+    (in any order: integer addition is exact), plus the increment, through MurmurHash3's
+    finalizer; the high 32 bits pick the column, the low bit the sign of ``scale``. The same
+    IEEE and integer operations as the NumPy loop, so the same bits, in one pass over each row
+    (NumPy's makes eight over the whole block per grid) that LLVM vectorizes over the features.
+    """
+    n, d = block.shape
+    n_grids = shifts.shape[0]
+    for i in range(n):
+        row = block[i]
+        for g in range(n_grids):
+            shift, pitch, mult = shifts[g], pitches[g], multipliers[g]
+            h = np.uint64(0)
+            for f in range(d):
+                cell = np.int64(np.floor((row[f] - shift[f]) / pitch[f]))
+                h += np.uint64(cell) * mult[f]
+            h += increments[g]
+            h ^= h >> _S33
+            h *= _FMIX1
+            h ^= h >> _S33
+            h *= _FMIX2
+            h ^= h >> _S33
+            columns[i, g] = ((h >> _S32) * width) >> _S32
+            values[i, g] = scale if (h & _ONE) == _ONE else -scale

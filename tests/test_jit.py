@@ -252,3 +252,141 @@ def test_read_only_package_folder_caches_in_the_users_folder(tmp_path):
     assert second.endswith(" 1")  # the second process loaded cos_rows from the cache
     assert list((home / ".cache" / "numba").rglob("*cos_rows*.nbi"))
     assert not (src / "dkapprox" / "__pycache__").exists() or not list((src / "dkapprox" / "__pycache__").glob("*.nbi"))
+
+
+INNER_PRODUCT_CASES = [("poly", {}), ("polynomial", {"degree": 1, "gamma": 0.5, "coef0": 0.0}),
+                       ("poly", {"degree": 2, "coef0": -1.0}), ("poly", {"degree": 5, "gamma": 0.3, "coef0": -0.5}),
+                       ("poly", {"degree": 2.5, "coef0": -1.0}), ("sigmoid", {}),
+                       ("sigmoid", {"gamma": 0.2, "coef0": -0.3})]
+
+
+def _inner_product_params(params, n_features):
+    return params.get("gamma", 1.0 / n_features), params.get("coef0", 1), params.get("degree", 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel,params", INNER_PRODUCT_CASES)
+def test_compiled_inner_product_kernels_equal_scikit_learns(kernel, params, dtype):
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    X = np.random.default_rng(7).normal(size=(400, 16)).astype(dtype)  # negative bases: NaN for degree 2.5
+    landmarks = X[:90].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # NumPy's power warns of the NaN in both
+        K = _jit.inner_product_kernel(kernel, X, landmarks.T, *_inner_product_params(params, 16))
+        expected = pairwise_kernels(X.astype(np.float64), landmarks, metric=kernel, filter_params=True, **params)
+    assert K is not None and K.dtype == np.float64  # the compiled path ran
+    assert np.isnan(expected).any() == (params.get("degree") == 2.5)
+    np.testing.assert_allclose(K, expected, rtol=1e-12, atol=1e-300)  # NaN where scikit-learn's is NaN
+
+
+def _spy_inner_product_kernel(monkeypatch):
+    """Records whether each call of the compiled inner-product kernel ran (True) or declined (False)."""
+    calls, real = [], _jit.inner_product_kernel
+
+    def spy(*args, **kwargs):
+        K = real(*args, **kwargs)
+        calls.append(K is not None)
+        return K
+
+    monkeypatch.setattr(_jit, "inner_product_kernel", spy)
+    return calls
+
+
+#: not the NaN kernel, nor degree 1: a linear kernel's basis matrix has rank n_features + 1 < n_components, and
+#: two pseudo-inverses of it differ by far more than rounding whatever computed the kernel
+NYSTROEM_INNER_PRODUCT = [case for case in INNER_PRODUCT_CASES if case[1].get("degree") not in (1, 2.5)]
+
+
+@pytest.mark.parametrize("kernel,params", NYSTROEM_INNER_PRODUCT)
+def test_compiled_inner_product_nystroem_equals_scikit_learns(kernel, params, monkeypatch):
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+
+    X = np.random.default_rng(8).normal(size=(1500, 16))
+    calls = _spy_inner_product_kernel(monkeypatch)
+    ours = dkapprox.Nystroem(kernel=kernel, n_components=120, random_state=0, **params).fit(X)
+    theirs = SkNystroem(kernel=kernel, n_components=120, random_state=0, **params).fit(X)
+    np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=1e-10, atol=1e-10)
+    assert calls and all(calls)  # every slice took the compiled path
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel,params", [("poly", {"degree": 3, "coef0": -0.5}), ("polynomial", {"degree": 1.5}),
+                                           ("sigmoid", {"gamma": 0.1})])
+def test_compiled_inner_product_same_blocks_same_bits(kernel, params, dtype, monkeypatch):
+    X = (np.random.default_rng(9).random((2000, 12)) + 0.05).astype(dtype)
+    calls = _spy_inner_product_kernel(monkeypatch)
+    est = dkapprox.Nystroem(kernel=kernel, n_components=100, random_state=0, **params).fit(X)
+    lazy = est.transform(da.from_array(X, chunks=(450, -1))).compute(scheduler="threads")
+    assert sum(calls) >= 5  # each block's slices compiled (dask's empty meta block is declined)
+    np.testing.assert_array_equal(lazy, transform_by_blocks(est, X, 450))
+    assert_chunking_promise(est, X, lazy)
+
+
+@pytest.mark.parametrize("kernel,params", [("poly", {"degree": 3}), ("sigmoid", {})])
+def test_switched_off_inner_product_kernels_take_scikit_learns(kernel, params, monkeypatch):
+    X = np.random.default_rng(10).normal(size=(1000, 16))
+    est = dkapprox.Nystroem(kernel=kernel, n_components=100, random_state=0, **params).fit(X)
+    calls = _spy_inner_product_kernel(monkeypatch)
+    compiled = est.transform(X)
+    assert calls and all(calls)
+    monkeypatch.setenv("DKAPPROX_JIT", "0")
+    calls.clear()
+    reference = est.transform(X)
+    assert calls and not any(calls)  # declined: scikit-learn's kernel ran
+    if kernel == "sigmoid":  # the same BLAS call and affine bits, NumPy's tanh: the same bits
+        np.testing.assert_array_equal(compiled, reference)
+    else:  # products by squaring against pow: a few ulp
+        assert (compiled != reference).any()
+        assert_chunking_promise(est, X, compiled, reference, what="compiled vs NumPy")
+
+
+def _spy_binning(monkeypatch):
+    """Records whether each block's cells were compiled (True) or left to the NumPy loop (False)."""
+    calls, real = [], _jit.binning_cells
+
+    def spy(*args):
+        done = real(*args)
+        calls.append(done)
+        return done
+
+    monkeypatch.setattr(_jit, "binning_cells", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_components", [1000, 2**32])  # int32 and int64 columns
+def test_compiled_binning_gives_the_numpy_loops_bits(dtype, n_components, compiled_always, monkeypatch):
+    from dkapprox.random_features.binning import binning_features
+
+    X = (np.random.default_rng(11).normal(size=(300, 9)) * 4).astype(dtype)
+    est = dkapprox.RandomBinningFeatures(n_components=n_components, gamma=0.7, n_grids=40, random_state=0).fit(X)
+    X[0, :6] = [np.nan, np.inf, -np.inf, 1e30, -1e30, 9.3e18]  # casts beyond int64: x86's 0x8000... in both
+    state = est._state(X.dtype)
+    calls = _spy_binning(monkeypatch)
+    with np.errstate(invalid="ignore"):
+        compiled = binning_features(X, state)
+        monkeypatch.setenv("DKAPPROX_JIT", "0")
+        reference = binning_features(X, state)
+    assert calls == [True, False]  # compiled, then switched off
+    assert compiled.indices.dtype == reference.indices.dtype == (np.int32 if n_components < 2**31 else np.int64)
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(compiled, part), getattr(reference, part))
+    assert compiled.data.dtype == dtype
+
+
+@pytest.mark.parametrize("dense_output", [False, True])
+def test_compiled_binning_same_blocks_same_bits(dense_output, compiled_always, monkeypatch):
+    import scipy.sparse as sp
+
+    X = np.random.default_rng(12).random((900, 7))
+    est = dkapprox.RandomBinningFeatures(n_components=512, n_grids=16, dense_output=dense_output,
+                                         random_state=0).fit(X)
+    calls = _spy_binning(monkeypatch)
+    lazy = est.transform(da.from_array(X, chunks=(250, -1))).compute(scheduler="threads")
+    assert sum(calls) >= 4
+    by_blocks = transform_by_blocks(est, X, 250)
+    whole = est.transform(X)
+    for got in (lazy, by_blocks):  # exact: the same bits for every chunking
+        assert sp.issparse(got) != dense_output
+        np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got,
+                                      whole.toarray() if sp.issparse(whole) else whole)

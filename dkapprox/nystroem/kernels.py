@@ -153,7 +153,9 @@ def nystroem_features(block, state):
     float64 intermediates for float32 data (the upcast of euclidean distances,
     scipy's float64 cityblock distances for the laplacian kernel) never reach a
     whole block. The rbf kernel on dense blocks reuses one set of slice buffers
-    (:class:`RBFSlices`); every other kernel is scikit-learn's, per slice.
+    (:class:`RBFSlices`); the laplacian, chi2, additive_chi2, polynomial and sigmoid
+    kernels on dense blocks are compiled where :mod:`dkapprox._jit` runs
+    (:func:`_compiled_kernel`); every other kernel is scikit-learn's, per slice.
     """
     N = state.normalization
     out = np.empty((block.shape[0], N.shape[1]), dtype=N.dtype)
@@ -166,9 +168,7 @@ def nystroem_features(block, state):
         if rbf is not None:
             K = rbf.kernel(part)
         elif compiled_t is not None:
-            gamma = dict(state.kernel.params).get("gamma")
-            gamma = (1.0 if state.kernel.metric == "chi2" else 1.0 / block.shape[1]) if gamma is None else gamma
-            K = _jit.pairwise_kernel(state.kernel.metric, part, compiled_t, gamma)
+            K = _compiled_kernel(state.kernel, part, compiled_t)
         if K is None:
             K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs)
         np.matmul(K.astype(N.dtype, copy=False), N, out=out[s])
@@ -176,12 +176,31 @@ def nystroem_features(block, state):
 
 
 def _compiled_landmarks(state, block):
-    """The landmarks transposed, in float64, for a kernel :func:`dkapprox._jit.pairwise_kernel` computes."""
+    """The landmarks transposed, in float64, for a kernel :mod:`dkapprox._jit` computes, or None.
+
+    Contiguous for the distance loops; for the inner-product kernels the transposed view of
+    C-ordered landmarks, so that their product is scikit-learn's ``X @ Y.T`` BLAS call.
+    """
     metric = state.kernel.metric
-    if not (isinstance(metric, str) and metric in ("laplacian", "chi2", "additive_chi2")) or \
-            sp.issparse(block) or sp.issparse(state.landmarks):
+    if not (isinstance(metric, str) and metric in _COMPILED) or sp.issparse(block) or sp.issparse(state.landmarks):
         return None
-    return np.ascontiguousarray(np.asarray(state.landmarks, dtype=np.float64).T)
+    landmarks_t = np.ascontiguousarray(state.landmarks, dtype=np.float64).T
+    return landmarks_t if metric in _jit.INNER_PRODUCT else np.ascontiguousarray(landmarks_t)
+
+
+_COMPILED = ("laplacian", "chi2", "additive_chi2") + _jit.INNER_PRODUCT
+
+
+def _compiled_kernel(kernel, part, landmarks_t):
+    """k(part, landmarks) by :mod:`dkapprox._jit`, with scikit-learn's defaults, or None (its kernel then)."""
+    metric, params = kernel.metric, dict(kernel.params)
+    n_features = landmarks_t.shape[0]
+    gamma = params.get("gamma")
+    gamma = (1.0 if metric == "chi2" else 1.0 / n_features) if gamma is None else gamma
+    if metric in _jit.INNER_PRODUCT:
+        return _jit.inner_product_kernel(metric, part, landmarks_t, gamma, params.get("coef0", 1),
+                                         params.get("degree", 3))
+    return _jit.pairwise_kernel(metric, part, landmarks_t, gamma)
 
 
 class RBFSlices:

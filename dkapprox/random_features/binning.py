@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+from .. import _jit
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 from .._sklearn_compat import Interval
@@ -60,7 +61,12 @@ def _fmix64(h):
 
 
 def binning_features(block, state):
-    """One signed entry ``+-1/sqrt(n_grids)`` per grid and row, hashed into ``n_components`` columns."""
+    """One signed entry ``+-1/sqrt(n_grids)`` per grid and row, hashed into ``n_components`` columns.
+
+    The cells and their hashes are compiled where :mod:`dkapprox._jit` runs (the same bits as
+    :func:`_numpy_cells`, the reference: benchmarks/bench_epilogues.py measured 91% of a float64
+    block in that loop); scipy then assembles the CSR matrix.
+    """
     if sp.issparse(block):
         block = block.toarray()  # a zero coordinate falls in a cell like any value
     n_rows = block.shape[0]
@@ -69,6 +75,17 @@ def binning_features(block, state):
     columns = np.empty((n_rows, n_grids), dtype=np.int32 if state.n_components <= 2**31 else np.int64)
     values = np.empty((n_rows, n_grids), dtype=block.dtype)
     scale = 1.0 / math.sqrt(n_grids)
+    if not _jit.binning_cells(block, state, scale, columns, values):
+        _numpy_cells(block, state, scale, columns, values)
+    out = sp.csr_matrix((values.ravel(), columns.ravel(), np.arange(0, n_rows * n_grids + 1, n_grids)),
+                        shape=(n_rows, state.n_components))
+    out.sum_duplicates()
+    return out.toarray() if state.dense_output else out
+
+
+def _numpy_cells(block, state, scale, columns, values):
+    """The reference: each grid over the whole block, in NumPy (the compiled path gives its bits)."""
+    n_grids = state.pitches.shape[0]
     width = np.uint64(state.n_components)
     for g in range(n_grids):
         scaled = block - state.shifts[g]
@@ -81,10 +98,6 @@ def binning_features(block, state):
         h = _fmix64(h)
         columns[:, g] = ((h >> _S32) * width) >> _S32  # high 32 bits mapped onto [0, n_components)
         values[:, g] = np.where(h & _ONE, scale, -scale)
-    out = sp.csr_matrix((values.ravel(), columns.ravel(), np.arange(0, n_rows * n_grids + 1, n_grids)),
-                        shape=(n_rows, state.n_components))
-    out.sum_duplicates()
-    return out.toarray() if state.dense_output else out
 
 
 class RandomBinningFeatures(BlockwiseTransformer):
