@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -76,3 +78,34 @@ def threaded_seconds(estimator, Xd, repeats):
             lambda: consume(estimator.transform(Xd), scheduler="threads", num_workers=2), repeats),
         "dkapprox, threaded (2 threads), threadpool_limits(1)": median_seconds(one_blas_thread, repeats),
     }
+
+
+@contextmanager
+def jit(on):
+    """DKAPPROX_JIT set on (1) or off (0) in this process for the block, restored after."""
+    old = os.environ.get("DKAPPROX_JIT")
+    os.environ["DKAPPROX_JIT"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["DKAPPROX_JIT"]
+        else:
+            os.environ["DKAPPROX_JIT"] = old
+
+
+def set_jit(on):
+    """Run on each worker: the compiled path on or off there (read at every block)."""
+    os.environ["DKAPPROX_JIT"] = "1" if on else "0"
+    return os.environ["DKAPPROX_JIT"]
+
+
+def interleaved(fns, repeats):
+    """{name: median seconds}, running the candidates in turn each repeat (load hits all alike)."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}

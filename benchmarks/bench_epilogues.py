@@ -30,8 +30,7 @@ from collections import defaultdict
 import dask.array as da
 import numba
 import numpy as np
-from _common import consume, print_table
-from bench_kernels import interleaved, jit
+from _common import consume, interleaved, jit, print_table
 from threadpoolctl import threadpool_limits
 
 import dkapprox

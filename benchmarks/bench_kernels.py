@@ -26,51 +26,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
-from contextlib import contextmanager
 
 import dask
 import dask.array as da
 import numpy as np
-from _common import consume, print_table
+from _common import consume, interleaved, jit, print_table, set_jit
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 from threadpoolctl import threadpool_limits
 
 import dkapprox
 from dkapprox import _jit
-
-
-@contextmanager
-def jit(on):
-    old = os.environ.get("DKAPPROX_JIT")
-    os.environ["DKAPPROX_JIT"] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["DKAPPROX_JIT"]
-        else:
-            os.environ["DKAPPROX_JIT"] = old
-
-
-def _set_jit(on):
-    """Run on each worker: the compiled path on or off there (read at every block)."""
-    os.environ["DKAPPROX_JIT"] = "1" if on else "0"
-    return os.environ["DKAPPROX_JIT"]
-
-
-def interleaved(fns, repeats):
-    """{name: median seconds}, running the candidates in turn each repeat (load hits all alike)."""
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def kernel_table(repeats):
@@ -145,7 +112,7 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
 
     def cluster(on):
         def run():
-            cluster_client.run(_set_jit, on)  # os.environ.__setitem__ would set a pickled copy's item
+            cluster_client.run(set_jit, on)  # os.environ.__setitem__ would set a pickled copy's item
             consume(est.transform(Xd), scheduler=cluster_client)
         return run
 
