@@ -7,7 +7,10 @@ import sys
 import dask.array as da
 import numpy as np
 import pytest
+from _estimators import CONTRACT_ESTIMATORS
+from _estimators import ident as contract_ident
 from _rounding import assert_chunking_promise, transform_by_blocks
+from sklearn.base import clone
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 
 import dkapprox
@@ -390,3 +393,29 @@ def test_compiled_binning_same_blocks_same_bits(dense_output, compiled_always, m
         assert sp.issparse(got) != dense_output
         np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got,
                                       whole.toarray() if sp.issparse(whole) else whole)
+
+
+@pytest.mark.filterwarnings("ignore:sampling='structured' shares one draw")
+@pytest.mark.parametrize("estimator", CONTRACT_ESTIMATORS, ids=contract_ident)
+def test_every_estimator_both_paths_within_the_bound(estimator, compiled_always, monkeypatch):
+    """Every registered transformer, float64, compiled against DKAPPROX_JIT=0: within the chunking bound
+    (the two paths round the cos, the kernels' sums and the tiles' products differently), and bit for bit
+    where there is no compiled path or it does the NumPy loop's exact steps (random binning)."""
+    X = np.random.default_rng(8).random((300, 12)) + 0.01
+    est = clone(estimator).fit(X)
+    compiled = est.transform(X)
+    monkeypatch.setenv("DKAPPROX_JIT", "0")
+    reference = est.transform(X)
+    assert type(compiled) is type(reference) and compiled.dtype == reference.dtype == np.float64
+    assert_chunking_promise(est, X, compiled, reference, what="compiled vs NumPy")
+    if type(est).__name__ in EXACT_BOTH_WAYS:
+        np.testing.assert_array_equal(_dense(compiled), _dense(reference))
+
+
+#: transformers whose two paths give the same bits: no compiled step, or one with the NumPy loop's exact steps
+EXACT_BOTH_WAYS = {"GaussianRandomProjection", "SparseRandomProjection", "PolynomialCountSketch",
+                   "AdditiveChi2Sampler", "RandomBinningFeatures"}
+
+
+def _dense(a):
+    return a.toarray() if hasattr(a, "toarray") else np.asarray(a)
