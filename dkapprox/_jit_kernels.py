@@ -15,7 +15,11 @@ import math
 import numba
 import numpy as np
 
-from .random_features.binning import _FMIX1, _FMIX2, _ONE, _S32, _S33
+from ._random import FMIX1 as _FMIX1
+from ._random import FMIX2 as _FMIX2
+from ._random import FMIX_ONE as _ONE
+from ._random import FMIX_S32 as _S32
+from ._random import FMIX_S33 as _S33
 
 REDUCTION_LIMIT = (2.0**19) * (math.pi / 2)
 

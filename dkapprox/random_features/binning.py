@@ -31,13 +31,10 @@ from sklearn.utils import check_random_state
 from .. import _jit
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
+from .._random import FMIX_ONE as _ONE
+from .._random import FMIX_S32 as _S32
+from .._random import fmix64 as _fmix64
 from .._sklearn_compat import Interval
-
-_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-_S32 = np.uint64(32)
-_ONE = np.uint64(1)
 
 
 @dataclass(frozen=True)
@@ -48,16 +45,6 @@ class BinningState(SizedState):
     increments: np.ndarray  # (n_grids,) uint64
     n_components: int
     dense_output: bool
-
-
-def _fmix64(h):
-    """MurmurHash3's finalizer: every output bit depends on every input bit."""
-    h ^= h >> _S33
-    h *= _FMIX1
-    h ^= h >> _S33
-    h *= _FMIX2
-    h ^= h >> _S33
-    return h
 
 
 def binning_features(block, state):
