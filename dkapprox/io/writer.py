@@ -36,7 +36,7 @@ from ..errors import IncompleteStoreError, InputDataError, InputMissingError, Ou
 from ._common import canonical_json, package_version, utc_now
 from ._lease import LEASE_PREFIX, acquire
 from ._location import Location, is_inside, locate, location_of_node, missing_bucket
-from ._probe import require_shared
+from ._probe import PROBE_PREFIX, require_shared
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
 
 COMPRESSIONS = (None, "zstd")
@@ -261,7 +261,7 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     try:
         group, resumed = _open_or_create(loc, header, overwrite=overwrite)  # again: the holder may have finished
         writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression), lease=lease.checker())
-        if resumed and loc.local:
+        if loc.local:  # a killed write's temporary files (a dead creator's zarr.<uuid>.partial too)
             _remove_partial_files(loc.path)
         # a store made just now has no block written: reading its markers is one request per block on S3
         done = blocks_done(group) if resumed else np.zeros(tuple(header["layout"]["numblocks"]), dtype=bool)
@@ -387,21 +387,27 @@ def _open_or_create(loc, header, *, overwrite, dry_run=False):
     elif state == "zarr" and not overwrite:
         raise OutputExistsError(f"{loc}: a Zarr store that is not a dkapprox output is there; pass "
                                 "overwrite=True to replace it")
-    elif state == "other":
+    elif state == "creating" and not dry_run:  # we hold the lease: its last holder died before the metadata
+        state = _leftovers(loc)
+    if state == "other":
         raise OutputExistsError(f"{loc}: exists and is not a Zarr store; refusing to touch it (even with "
                                 "overwrite=True); choose another path")
     elif state == "absent" and not loc.local and (bucket := missing_bucket(loc)) is not None:
         raise InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
     if dry_run:
         return None
-    if state in ("output", "zarr"):
+    if state in ("output", "zarr", "leftovers"):
         _remove_store(loc)
     store = loc.store(read_only=False)
     return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
 
 
 def _existing(loc):
-    """('absent' | 'output' | 'zarr' | 'other', group or None) for what is at ``loc``."""
+    """('absent' | 'creating' | 'output' | 'zarr' | 'other', group or None) for what is at ``loc``.
+
+    'creating': a folder with a lease and entries but no Zarr metadata yet; another run is creating
+    the store (the lease then says busy), or one died doing so (its lease is taken over).
+    """
     import zarr
 
     fs, path = loc.filesystem()
@@ -410,11 +416,15 @@ def _existing(loc):
         return "absent", None
     if not fs.isdir(path):
         return "other", None
-    names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
-    names = {n for n in names if not n.startswith(LEASE_PREFIX)}  # the lease is not part of the store
+    listed = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+    names = {n for n in listed if not _transient(n)}
     if not names:
         return "absent", None
     if not names & {"zarr.json", ".zarray", ".zgroup"}:
+        if any(n.startswith(LEASE_PREFIX) for n in listed):
+            # a run holds (or held) the lease and has not written the group's metadata yet: only a
+            # dkapprox run puts a lease there, after refusing foreign folders; the lease decides
+            return "creating", None
         return "other", None
     try:
         node = zarr.open(store=loc.store(read_only=False), mode="r+")
@@ -423,6 +433,22 @@ def _existing(loc):
     if isinstance(node, zarr.Group) and output_attributes(node) is not None:
         return "output", node
     return "zarr", None
+
+
+def _leftovers(loc):
+    """'leftovers' if a dead run's store has only our arrays left (an overwrite killed half way through
+    deleting it), else 'other': anything else in a leased folder is not ours to delete."""
+    fs, path = loc.filesystem()
+    names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+    return "leftovers" if {n for n in names if not _transient(n)} <= {FEATURES, BLOCKS_DONE} else "other"
+
+
+def _transient(name) -> bool:
+    """Names that are not part of the store: the lease and its temporary files, the workers' probe
+    nonce (written in the nearest existing folder of the output), and the temporary file zarr's
+    LocalStore writes before renaming it into place (``zarr.<uuid>.partial`` while the group's
+    ``zarr.json`` is being created)."""
+    return name.startswith((LEASE_PREFIX, PROBE_PREFIX)) or name.endswith(".partial")
 
 
 def _remove_store(loc):

@@ -139,6 +139,58 @@ def test_with_wait_the_second_run_waits_then_has_nothing_to_do(tmp_path):
     np.testing.assert_array_equal(open_features(out).compute(), _expected(X))
 
 
+def _put(out, name, raw):
+    fs, path = locate(out).filesystem()
+    fs.pipe_file(f"{path}/{name}", raw)
+
+
+def _wait_for_line(proc, text, seconds=90):
+    """Lines of ``proc``'s stderr up to the first holding ``text`` (bounded: the process must say it)."""
+    seen = []
+    deadline = time.monotonic() + seconds
+    for line in proc.stderr:  # ends when the process closes stderr
+        seen.append(line)
+        if text in line:
+            return seen
+        assert time.monotonic() < deadline, seen
+    raise AssertionError(f"never said {text!r}: {seen} (exit {proc.wait(30)})")
+
+
+def test_a_run_arriving_while_the_first_creates_the_store_is_busy_never_foreign(where, tmp_path):
+    """The creation window, opened on purpose: the first run holds the lease and the group's zarr.json
+    is not written yet. On local disk zarr's LocalStore is then writing ``zarr.<uuid>.partial`` and a
+    worker probe of the other run may sit there too; on S3 only the lease is there."""
+    kind, out = where
+    source, X = _input(tmp_path, ROWS["s3"])
+    cluster = _cluster(tmp_path)
+    first = acquire(locate(out), ttl=120.0)  # this process is the first run, mid-creation
+    try:
+        if kind == "local":
+            _put(out, "zarr.0123456789abcdef0123456789abcdef.partial", b'{"zarr_format": 3, "node_t')
+            _put(out, ".dkapprox-probe-0123456789abcdef", b"nonce")
+        busy = subprocess.run(_featurize(source, out, cluster), capture_output=True, text=True, env=_env(),
+                              timeout=150)
+        assert busy.returncode == 75, busy.stderr
+        assert f"pid {os.getpid()}" in busy.stderr and "pass --wait" in busy.stderr, busy.stderr
+        assert "not a Zarr store" not in busy.stderr
+        waiting = subprocess.Popen(_featurize(source, out, cluster, "--wait"), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=_env(DKAPPROX_LEASE_TTL="4"))
+        try:
+            _wait_for_line(waiting, "waiting for the run holding the store")
+            first.release()  # the first run dies here, before any metadata: the waiting run takes over
+            wrote, rest = waiting.communicate(timeout=150)
+        finally:
+            waiting.kill()
+        assert waiting.returncode == 0, rest
+        assert f"{ROWS['s3'] // BLOCK} blocks written, 0 already there" in wrote
+    finally:
+        first.release()
+    assert describe(out)["status"] == "complete"
+    np.testing.assert_array_equal(open_features(out).compute(), _expected(X))
+    if kind == "local":
+        assert not [n for n in os.listdir(out) if n.endswith(".partial")]
+
+
 def test_a_sigkilled_holder_on_this_host_is_taken_over_at_once(tmp_path):
     source, X = _input(tmp_path, ROWS["local"])
     out, cluster = str(tmp_path / "out.zarr"), _cluster(tmp_path)
