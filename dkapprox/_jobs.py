@@ -28,7 +28,10 @@ DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not re
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
-        text = text.replace("pass overwrite=True", "pass --overwrite")  # the library's words, in the CLI's
+        # the library's words, in the CLI's
+        text = text.replace("pass overwrite=True", "pass --overwrite").replace("overwrite=True", "--overwrite")
+    if isinstance(exc, errors.InputChangedError):
+        text = text.replace("pass refresh=True", "pass --refresh").replace("with refresh=True", "with --refresh")
     if isinstance(exc, errors.StoreBusyError):
         text = text.replace("pass wait=True", "pass --wait")
     return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
@@ -145,9 +148,10 @@ def require_workers_see(input_path):
 def plan_of(command, input_path, component, X, model, io):
     return {
         "command": command,
+        # the input's shape, dtype and content are its identity, recorded and compared by the store
+        # (dkapprox.io._identity): rows appended to it are a refresh of this job, not another job
         "input": {"path": input_path if "://" in str(input_path) else os.path.abspath(input_path),
-                  "component": component,
-                  "shape": list(X.shape), "dtype": str(X.dtype)},
+                  "component": component, "columns": int(X.shape[1])},
         "model": io.fingerprint(model),
         "estimator": type(model).__name__,
         # features of other row blocks equal these only within the rounding bound (README:
@@ -172,17 +176,22 @@ def _described_same_job(out, plan, io, storage_options=None):
 
 
 def _finished_same_job(out, plan, io, storage_options=None):
-    """True if ``out`` is a complete output of this very plan: a rerun then has nothing to do."""
+    """True if ``out`` is a complete output of this very plan over its input as it is now: a rerun then
+    has nothing to do. A changed input is left to write_features, which names what changed."""
     described = _described_same_job(out, plan, io, storage_options)
-    return described is not None and described.get("status") == "complete"
+    if described is None or described.get("status") != "complete":
+        return False
+    inputs = io.describe(out, check_input=True, storage_options=storage_options)["inputs"]
+    return all(i.get("matches") for i in inputs)
 
 
-def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False,
+def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False, refresh=False,
           storage_options=None):
     """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
 
-    Rerunning a finished job is a no-op that succeeds (nightly jobs get retried), also
-    when it waited (``wait``) for another run of it to finish.
+    Rerunning a finished job over an unchanged input is a no-op that succeeds (nightly jobs get
+    retried), also when it waited (``wait``) for another run of it to finish. ``refresh``
+    rewrites only the blocks whose input changed, and writes appended rows.
     """
     from . import io
     from .cluster import run
@@ -192,12 +201,12 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
     pending = None
     try:
         try:
-            pending = io.write_features(features, out, plan=plan, overwrite=overwrite, compute=False,
-                                        compression=compression, wait=wait,
+            pending = io.write_features(features, out, plan=plan, overwrite=overwrite, refresh=refresh,
+                                        compute=False, compression=compression, wait=wait,
                                         storage_options=storage_options)
         except errors.OutputExistsError:
-            if not overwrite and _finished_same_job(out, plan, io):  # the run we waited for finished it
-                return None
+            if not overwrite and _finished_same_job(out, plan, io, storage_options):
+                return None  # the run we waited for finished it
             raise
         if pending.blocks_to_write < pending.blocks_total:
             log.info("resuming %s: %d of %d blocks already written", out,
@@ -235,7 +244,9 @@ def _memory_advice(exc, out, plan, io, storage_options=None):
 
 def summary(report, rows, out):
     if report is None:
-        return f"{out} is already complete for this job; nothing to do"
+        return f"{out} is already complete for this job and its input is unchanged; nothing to do"
+    if report.refreshed and not report.blocks_written:
+        return f"{out} is up to date with its input; nothing to refresh"
     rate = rows / report.seconds if report.seconds else math.inf
     return (f"wrote {report.path}: {report.shape[0]:,} x {report.shape[1]:,} {report.dtype}; "
             f"{report.blocks_written} blocks written, {report.blocks_skipped} already there, "

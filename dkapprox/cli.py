@@ -10,7 +10,10 @@ retry from a fix:
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model
 66    input missing: no store, array or model at the path
 69    unavailable: a URL's protocol needs a package that is not installed (the message names it)
-73    cannot create the output: it exists (use --overwrite) or belongs to another job
+73    cannot create the output: it exists (use --overwrite) or belongs to another job; or its
+      input changed since it was written (the message names how many chunks and which rows:
+      --refresh rewrites only those blocks, --overwrite starts over; a shrunk input, other
+      columns, dtype or chunks refuse --refresh)
 74    I/O error (e.g. the disk is full)
 75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun;
       finished blocks are kept. Out of worker memory (a block that cannot fit any worker is
@@ -21,6 +24,11 @@ retry from a fix:
 78    bad cluster config (--cluster)
 130   interrupted (Ctrl-C); 143 terminated (SIGTERM): rerun the command to resume
 ====  ===========================================================================
+
+``dkapprox verify`` exits 0 when the store checks out and 65 when it found a
+missing block marker, a chunk that does not match its recorded checksum, an
+unfinished store or an input that changed (each named by row range); 66 if
+there is no store.
 
 Errors are one line on stderr; ``--debug`` adds the traceback.
 """
@@ -112,8 +120,8 @@ def main(argv=None) -> int:
     loggers = {name: (lg.handlers[:], lg.level, lg.propagate)
                for name, lg in ((n, logging.getLogger(n)) for n in ("dkapprox", *_QUIETED))}
     try:
-        dkapprox.main(args=argv, prog_name="dkapprox", standalone_mode=False)
-        code = EXIT_OK
+        returned = dkapprox.main(args=argv, prog_name="dkapprox", standalone_mode=False)
+        code = returned if isinstance(returned, int) else EXIT_OK  # a command's ctx.exit(code), e.g. verify's
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -194,6 +202,10 @@ def write_options(fn):
     fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
                       help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
                            "(implies --wait; --wait alone waits up to a day).")(fn)
+    fn = click.option("--refresh", is_flag=True,
+                      help="The input changed since --out was written (rows appended, chunks rewritten): "
+                           "rewrite only the blocks whose input chunks changed and write the new rows; the "
+                           "rest stay. Same model only.")(fn)
     fn = click.option("--wait", is_flag=True,
                       help="If another run is writing --out (it holds the store's lease), wait for it to "
                            "finish or die, then resume (or say there is nothing to do) instead of exiting 75.")(fn)
@@ -232,6 +244,11 @@ def _progress(flag):
     return sys.stderr.isatty() if flag is None else flag
 
 
+def _refresh_or_overwrite(refresh, overwrite):
+    if refresh and overwrite:
+        raise click.UsageError("give --refresh or --overwrite, not both: --refresh keeps the blocks still right")
+
+
 def _wait(flag, timeout):
     """write_features' ``wait=``: False, True (a day at most) or seconds (--wait-timeout implies --wait)."""
     return timeout if timeout is not None else bool(flag)
@@ -247,9 +264,10 @@ def _wait(flag, timeout):
 def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
-    Exit codes: 0 done, 2 usage, 65 bad input data, 66 input missing, 69 a package
-    a URL needs is missing, 73 output
-    exists or belongs to another job, 74 I/O error, 75 temporary failure
+    Exit codes: 0 done, 2 usage, 65 bad input data (verify: the store
+    failed its checks), 66 input missing, 69 a package a URL needs is missing,
+    73 output exists or belongs to another job, or its input changed since it
+    was written (--refresh rewrites only what changed), 74 I/O error, 75 temporary failure
     (rerun; lower --block-rows if workers ran out of memory; another run is
     writing the output: rerun later or pass --wait), 77 permission
     denied, 78 bad cluster config, 130/143 interrupted (rerun to resume).
@@ -306,11 +324,12 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
               storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
-              wait_timeout):
+              wait_timeout, refresh):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
     from . import io
 
     wait = _wait(wait, wait_timeout)
+    _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
     model = io.load(model_path, storage_options=options)
     X = open_input(input_path, component, block_rows, storage_options=options)
@@ -318,7 +337,7 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     plan = plan_of("transform", input_path, component, X, model, io)
     with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
-                        wait=wait, progress=_progress(progress),
+                        wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
@@ -334,11 +353,12 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
               overwrite, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
-              start_timeout, wait, wait_timeout):
+              start_timeout, wait, wait_timeout, refresh):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
     from . import io
 
     wait = _wait(wait, wait_timeout)
+    _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
@@ -353,7 +373,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
             io.save(est, save_model, overwrite=overwrite, storage_options=options)
         plan = plan_of("featurize", input_path, component, X, est, io)
         report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, storage_options=options,
-                        wait=wait, progress=_progress(progress),
+                        wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
@@ -363,16 +383,40 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
 @storage_options
 def info(path, as_json, storage_option_items):
-    """Describe a model directory or an output store (shape, chunks, completion, provenance)."""
+    """Describe a model directory or an output store (shape, chunks, completion, provenance, and
+    whether each input still matches the identity recorded when the store was written)."""
     import yaml
 
     from . import io
 
-    described = io.describe(path, storage_options=parse_storage_options(storage_option_items) or None)
+    described = io.describe(path, check_input=True,
+                            storage_options=parse_storage_options(storage_option_items) or None)
     if as_json:
         click.echo(json.dumps(described, indent=2, sort_keys=True, default=str))
     else:
         click.echo(yaml.safe_dump(json.loads(json.dumps(described, default=str)), sort_keys=False).rstrip())
+
+
+@dkapprox.command()
+@click.argument("path", metavar="OUT")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+@click.option("--no-input", "no_input", is_flag=True, help="Skip listing the input (checks the store alone).")
+@storage_options
+def verify(path, as_json, no_input, storage_option_items):
+    """Check a finished output store: every block marker there, every chunk matching the checksum
+    recorded when it was written, the input unchanged. Reads the store once, changes nothing.
+    Exit 0 if it checks out, 65 if not (bad blocks are named by row range)."""
+    from . import io
+
+    report = io.verify(path, check_input=not no_input,
+                       storage_options=parse_storage_options(storage_option_items) or None)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if not report.ok:
+        raise click.exceptions.Exit(EXIT_DATAERR)
 
 
 @dkapprox.command("cluster-script")

@@ -6,7 +6,7 @@ Every error dkapprox raises on purpose is defined here and derives from
 catches each where a builtin caller expects it. The command line maps them to
 exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
-73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
+(and its ``InputChangedError``) 73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
 ``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
 ``UnsharedPathError``) 78, ``MissingPackageError`` 69.
 """
@@ -16,6 +16,7 @@ __all__ = [
     "ClusterConnectError",
     "DkapproxError",
     "IncompleteStoreError",
+    "InputChangedError",
     "InputDataError",
     "InputMissingError",
     "LeaseLostError",
@@ -69,6 +70,33 @@ class OutputExistsError(DkapproxError, FileExistsError):
 
 class ResumeMismatchError(DkapproxError, ValueError):
     """A rerun would write into an output planned for another model or input."""
+
+
+class InputChangedError(ResumeMismatchError):
+    """The input changed since its output store was written (or while it was).
+
+    Raised instead of resuming into, or calling finished, a store whose blocks
+    were computed from other data. ``changes`` lists one
+    :class:`dkapprox.io._identity.InputChanges` per input that differs (how
+    many chunks changed, were added or removed, and the row ranges); a
+    refresh (``refresh=True``, ``--refresh``) rewrites only those blocks,
+    unless ``refusable`` (columns, dtype or chunk grid changed, rows removed).
+    """
+
+    def __init__(self, message, *, changes=()):
+        super().__init__(message)
+        self.changes = list(changes)
+
+    @property
+    def refusable(self) -> bool:
+        return any(c.refusals for c in self.changes)
+
+    def __reduce__(self):
+        return _rebuild_changed, (type(self), str(self), self.changes)
+
+
+def _rebuild_changed(cls, message, changes):
+    return cls(message, changes=changes)
 
 
 class IncompleteStoreError(DkapproxError, ValueError):

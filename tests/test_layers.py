@@ -34,7 +34,8 @@ LAYERS = [
                  "dkapprox._system", "dkapprox._jit", "dkapprox._jit_kernels"], ["foundation"]),
     # Zarr read (opened and checked before the engine sees an array) and clusters (worker deaths
     # explained around a compute)
-    ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common", "dkapprox.io._sessions"],
+    ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common", "dkapprox.io._sessions",
+                 "dkapprox.io._identity"],
      ["foundation", "engine", "helpers"]),
     ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),
     # lazy input in, results out: wraps the engine with storage and cluster

@@ -8,13 +8,15 @@ This package is the only code in dkapprox that touches Zarr:
   block, planned, resumable after any kill, marked complete last;
 - :func:`open_features`: read such a store back (complete ones only, by default);
 - :func:`describe`: a JSON description of a store or a model directory;
+- :func:`verify`: check a finished store against its recorded checksums and its input;
 - :func:`save`, :func:`load`, :func:`fingerprint`: model files without pickle.
 """
 
+from ._verify import VerifyReport, verify
 from ._zarr_store import open_array, open_features
 from .describe import describe
 from .model_files import fingerprint, load, save
 from .writer import PendingWrite, WriteReport, write_features
 
-__all__ = ["PendingWrite", "WriteReport", "describe", "fingerprint", "load", "open_array", "open_features",
-           "save", "write_features"]
+__all__ = ["PendingWrite", "VerifyReport", "WriteReport", "describe", "fingerprint", "load", "open_array",
+           "open_features", "save", "verify", "write_features"]

@@ -6,13 +6,14 @@ import numpy as np
 
 from ._lease import read_lease
 from ._location import locate
+from ._verify import input_status
 from ._zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
 from .model_files import describe_model, is_model_dir
 
 __all__ = ["describe"]
 
 
-def describe(path, *, storage_options=None) -> dict:
+def describe(path, *, check_input=False, storage_options=None) -> dict:
     """A JSON-safe description of a model directory or a Zarr store (metadata only).
 
     ``kind`` says which it is:
@@ -23,7 +24,10 @@ def describe(path, *, storage_options=None) -> dict:
       compression, status (``"writing"`` or ``"complete"``), blocks_total,
       blocks_done, plan, package_version, created and completed times, and
       ``lease``: the run holding the store (host, pid, started, heartbeat,
-      expires; see :func:`dkapprox.io.write_features`), or None;
+      expires; see :func:`dkapprox.io.write_features`), or None; ``inputs``: each
+      input's recorded identity (path, metadata, chunks listed, digest) and,
+      with ``check_input=True``, whether it still matches (``matches``, and
+      ``why`` and ``changes`` where it does not; one listing each);
     - ``"array"`` / ``"group"``: any other Zarr array (shape, chunks, dtype,
       zarr_format) or group (its arrays).
 
@@ -67,6 +71,9 @@ def describe(path, *, storage_options=None) -> dict:
             "plan": info.get("plan"), "package_version": info.get("package_version"),
             "created": info.get("created"), "completed": info.get("completed"),
             "features_array": FEATURES, "lease": _holder(loc),
+            "inputs": input_status(node, info, storage_options=storage_options) if check_input else [
+                {k: s.get(k) for k in ("path", "chunks_listed", "digest", "stamp", "metadata")}
+                for s in info.get("inputs") or []],
         }
 
 

@@ -23,7 +23,6 @@ takes over at once, one killed elsewhere a lease that expires.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -32,15 +31,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import _graph
-from ..errors import IncompleteStoreError, InputDataError, InputMissingError, OutputExistsError, ResumeMismatchError
+from ..errors import IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
 from ._common import canonical_json, package_version, utc_now
-from ._lease import LEASE_PREFIX, acquire
-from ._location import Location, is_inside, locate, location_of_node, missing_bucket
-from ._probe import PROBE_PREFIX, require_shared
-from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, output_attributes
+from ._identity import compare, has_listing, identify, listing_digest, save_listing
+from ._lease import acquire
+from ._location import Location, is_inside, locate, location_of_node
+from ._output_store import changed_error, ensure_arrays, open_or_create, remove_partial_files
+from ._probe import require_shared
+from ._zarr_store import ATTRIBUTE, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, checksum, output_attributes
 
 COMPRESSIONS = (None, "zstd")
-_WRITE_CONFIG = {"write_empty_chunks": True}  # skips a per-chunk comparison with the fill value
 
 __all__ = ["PendingWrite", "WriteReport", "write_features"]
 
@@ -72,6 +72,7 @@ class WriteReport:
     chunks: tuple
     dtype: str
     resumed: bool
+    refreshed: bool = False
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -131,7 +132,7 @@ class BlockWriter:
     """Writes one block as its own chunk, then its record (shipped to the graph once)."""
 
     features: object  # zarr.Array opened for writing
-    done: object  # zarr.Array of uint8, chunks (1, 1)
+    done: object  # zarr.Array of uint64, chunks (1, 1): the block's checksum once written
     lease: object = None  # dkapprox.io._lease.LeaseCheck: raises LeaseLostError unless the lease is still ours
 
     def __call__(self, block, index):
@@ -143,10 +144,10 @@ class BlockWriter:
         if self.lease is not None:
             self.lease()  # never write under another run's lease
         self.features[i * rows : i * rows + expected[0], j * cols : j * cols + expected[1]] = block
-        self.done[i, j] = 1
+        self.done[i, j] = checksum(block)  # after the data: a marker never precedes its block
 
 
-def write_features(features, out, *, plan, overwrite=False, compute=True, allow_inside_input=False,
+def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
                    compression=None, storage_options=None, wait=False, lease_ttl=None):
     """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
 
@@ -244,6 +245,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     started = time.perf_counter()
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+    if refresh and overwrite:
+        raise ValueError("pass refresh=True or overwrite=True, not both: a refresh keeps what is still right")
     features = _storable(features)
     plan = _json_safe_plan(plan)
     loc = locate(out, storage_options)
@@ -252,17 +255,22 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
     memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
     # workers on other hosts must see a local out (and input) as the client does, or blocks land on their disks
     require_shared(outputs=[loc], inputs=input_locations(features, plan))
+    inputs = input_arrays(features)
+    identities = [_identify(z, where, loc) for z, where in inputs]  # one listing each, before any write
     header = {
         "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
+        "inputs": [i.summary() for i in identities], "inputs_digest": listing_digest(identities),
     }
-    _open_or_create(loc, header, overwrite=overwrite, dry_run=True)  # refusals before any lease is written
+    # refusals before any lease is written
+    open_or_create(loc, header, identities, overwrite=overwrite, refresh=refresh, dry_run=True)
     lease = acquire(loc, wait=wait, ttl=lease_ttl)
-    try:
-        group, resumed = _open_or_create(loc, header, overwrite=overwrite)  # again: the holder may have finished
-        writer = BlockWriter(*_ensure_arrays(group, header["layout"], compression), lease=lease.checker())
+    try:  # again: the holder we waited for may have finished, or the input changed meanwhile
+        opened = open_or_create(loc, header, identities, overwrite=overwrite, refresh=refresh)
+        group, resumed = opened.group, opened.resumed
+        writer = BlockWriter(*ensure_arrays(group, header["layout"], compression), lease=lease.checker())
         if loc.local:  # a killed write's temporary files (a dead creator's zarr.<uuid>.partial too)
-            _remove_partial_files(loc.path)
+            remove_partial_files(loc.path)
         # a store made just now has no block written: reading its markers is one request per block on S3
         done = blocks_done(group) if resumed else np.zeros(tuple(header["layout"]["numblocks"]), dtype=bool)
     except BaseException:
@@ -274,7 +282,8 @@ def write_features(features, out, *, plan, overwrite=False, compute=True, allow_
 
     def finalize() -> WriteReport:
         lease.check()
-        report = _finalize(group, loc, header, blocks_to_write=len(todo), started=started, resumed=resumed)
+        report = _finalize(group, loc, header, inputs, identities, blocks_to_write=len(todo), started=started,
+                           resumed=resumed, refreshed=opened.refresh)
         lease.release()
         return report
 
@@ -331,21 +340,39 @@ def _json_safe_plan(plan):
                         f"dicts): {exc}") from exc
 
 
-def input_locations(features, plan) -> list[Location]:
-    """Stores the features are read from: zarr arrays in the graph, and ``plan['input']``."""
+def input_arrays(features):
+    """[(zarr array, its Location)] read by ``features``' graph, each once (arrays in memory left out)."""
     import zarr
 
-    found = []
+    found = {}
     for node in _graph.graph_constants(features, lambda v: isinstance(v, zarr.Array)):
         loc = location_of_node(node)
         if loc is not None:
-            found.append(loc)
+            found.setdefault(loc.url, (node, loc))
+    return [found[url] for url in sorted(found)]
+
+
+def input_locations(features, plan) -> list[Location]:
+    """Stores the features are read from: zarr arrays in the graph, and ``plan['input']``."""
+    found = [loc for _, loc in input_arrays(features)]
     named = plan.get("input")
     if isinstance(named, dict):
         named = named.get("path")
     if isinstance(named, str) and named:
         found.append(locate(named))
     return found
+
+
+def _identify(z, where, out):
+    """The input's identity; a listing that fails is named (66 if the input is gone, else temporary)."""
+    try:
+        return identify(z, where, skip=out)
+    except FileNotFoundError as exc:
+        raise InputMissingError(f"{where}: the input's chunks could not be listed, it is gone ({exc}); "
+                                f"nothing was written to {out}") from exc
+    except (OSError, ConnectionError, TimeoutError) as exc:
+        raise TemporaryFailure(f"{where}: listing the input's chunks failed ({type(exc).__name__}: {exc}); "
+                               f"nothing was written to {out}: rerun") from exc
 
 
 def _refuse_inside_input(loc, features, plan):
@@ -363,179 +390,28 @@ def _layout(features, compression):
             "compression": compression}
 
 
-# -- the store -------------------------------------------------------------------------
-
-
-def _open_or_create(loc, header, *, overwrite, dry_run=False):
-    """(group, resumed): the output group, new or a matching unfinished one.
-
-    ``dry_run`` only raises the refusals (nothing is deleted or created; returns None).
-    """
-    import zarr
-
-    state, group = _existing(loc)
-    if state == "output":
-        info = output_attributes(group)
-        if not overwrite:
-            if info.get("status") == "complete":
-                diffs = _job_differences(info, header)
-                what = f" of another job ({'; '.join(diffs)})" if diffs else ""
-                raise OutputExistsError(f"{loc}: a finished dkapprox output{what} is there; pass overwrite=True "
-                                        "to replace it, or write to a new path")
-            _require_same_job(loc, info, header)
-            return None if dry_run else (group, True)
-    elif state == "zarr" and not overwrite:
-        raise OutputExistsError(f"{loc}: a Zarr store that is not a dkapprox output is there; pass "
-                                "overwrite=True to replace it")
-    elif state == "creating" and not dry_run:  # we hold the lease: its last holder died before the metadata
-        state = _leftovers(loc)
-    if state == "other":
-        raise OutputExistsError(f"{loc}: exists and is not a Zarr store; refusing to touch it (even with "
-                                "overwrite=True); choose another path")
-    elif state == "absent" and not loc.local and (bucket := missing_bucket(loc)) is not None:
-        raise InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
-    if dry_run:
-        return None
-    if state in ("output", "zarr", "leftovers"):
-        _remove_store(loc)
-    store = loc.store(read_only=False)
-    return zarr.create_group(store, attributes={ATTRIBUTE: header}, zarr_format=3), False
-
-
-def _existing(loc):
-    """('absent' | 'creating' | 'output' | 'zarr' | 'other', group or None) for what is at ``loc``.
-
-    'creating': a folder with a lease and entries but no Zarr metadata yet; another run is creating
-    the store (the lease then says busy), or one died doing so (its lease is taken over).
-    """
-    import zarr
-
-    fs, path = loc.filesystem()
-    fs.invalidate_cache(path)  # a lease may have been written since the last look
-    if not fs.exists(path):
-        return "absent", None
-    if not fs.isdir(path):
-        return "other", None
-    listed = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
-    names = {n for n in listed if not _transient(n)}
-    if not names:
-        return "absent", None
-    if not names & {"zarr.json", ".zarray", ".zgroup"}:
-        if any(n.startswith(LEASE_PREFIX) for n in listed):
-            # a run holds (or held) the lease and has not written the group's metadata yet: only a
-            # dkapprox run puts a lease there, after refusing foreign folders; the lease decides
-            return "creating", None
-        return "other", None
-    try:
-        node = zarr.open(store=loc.store(read_only=False), mode="r+")
-    except Exception:  # a broken Zarr store is still a Zarr store: replaceable with overwrite
-        return "zarr", None
-    if isinstance(node, zarr.Group) and output_attributes(node) is not None:
-        return "output", node
-    return "zarr", None
-
-
-def _leftovers(loc):
-    """'leftovers' if a dead run's store has only our arrays left (an overwrite killed half way through
-    deleting it), else 'other': anything else in a leased folder is not ours to delete."""
-    fs, path = loc.filesystem()
-    names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
-    return "leftovers" if {n for n in names if not _transient(n)} <= {FEATURES, BLOCKS_DONE} else "other"
-
-
-def _transient(name) -> bool:
-    """Names that are not part of the store: the lease and its temporary files, the workers' probe
-    nonce (written in the nearest existing folder of the output), and the temporary file zarr's
-    LocalStore writes before renaming it into place (``zarr.<uuid>.partial`` while the group's
-    ``zarr.json`` is being created)."""
-    return name.startswith((LEASE_PREFIX, PROBE_PREFIX)) or name.endswith(".partial")
-
-
-def _remove_store(loc):
-    """Delete the Zarr store at ``loc`` (overwrite), keeping this run's lease in it."""
-    fs, path = loc.filesystem()
-    fs.invalidate_cache(path)
-    for child in fs.ls(path, detail=False):
-        if not child.rstrip("/").rsplit("/", 1)[-1].startswith(LEASE_PREFIX):
-            fs.rm(child, recursive=True)
-    fs.invalidate_cache(path)
-
-
-def _require_same_job(loc, stored, header):
-    diffs = _job_differences(stored, header)
-    if diffs:
-        raise ResumeMismatchError(
-            f"{loc}: an unfinished dkapprox output of another job is there ({'; '.join(diffs)}); "
-            "rerun the original job to finish it, write to a new path, or pass overwrite=True")
-
-
-def _job_differences(stored, header):
-    """'plan.model: "a" -> "b"' for every part of the job that differs (package, layout, plan)."""
-    diffs = []
-    for key in ("package_version", "layout", "plan"):
-        old, new = stored.get(key), header[key]
-        if canonical_json(old) == canonical_json(new):
-            continue
-        if isinstance(old, dict) and isinstance(new, dict):
-            keys = sorted(k for k in set(old) | set(new) if canonical_json(old.get(k)) != canonical_json(new.get(k)))
-            diffs += [f"{key}.{k}: {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys]
-        else:
-            diffs.append(f"{key}: {_short(old)} -> {_short(new)}")
-    return diffs
-
-
-def _short(value, limit=60):
-    text = canonical_json(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _ensure_arrays(group, layout, compression):
-    """The features and blocks_done arrays, created if a killed run did not get to it."""
-    from zarr.codecs import ZstdCodec
-
-    dtype = np.dtype(layout["dtype"])
-    fill = float("nan") if dtype.kind == "f" else 0
-    wanted = {
-        FEATURES: dict(shape=tuple(layout["shape"]), chunks=tuple(layout["chunks"]), dtype=dtype,
-                       fill_value=fill, dimension_names=("sample", "feature"),
-                       compressors=ZstdCodec(level=1) if compression == "zstd" else None),
-        BLOCKS_DONE: dict(shape=tuple(layout["numblocks"]), chunks=(1, 1), dtype=np.uint8, fill_value=0,
-                          dimension_names=("block_row", "block_column"), compressors=None),
-    }
-    arrays = []
-    for name, spec in wanted.items():
-        if name in group:
-            array = group[name]
-            if (tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype)) != (
-                    spec["shape"], spec["chunks"], np.dtype(spec["dtype"])):
-                raise ResumeMismatchError(f"{group.store}: array {name} does not match the planned layout")
-        else:
-            array = group.create_array(name, config=_WRITE_CONFIG, **spec)
-        arrays.append(array.with_config(_WRITE_CONFIG))
-    return arrays
-
-
-def _remove_partial_files(root):
-    """Temporary files of writes killed mid-way (zarr's LocalStore writes file.<uuid>.partial, then renames)."""
-    for folder, _, files in os.walk(root):
-        for name in files:
-            if name.endswith(".partial"):
-                os.unlink(os.path.join(folder, name))
-
-
-def _finalize(group, loc, header, *, blocks_to_write, started, resumed):
+def _finalize(group, loc, header, inputs, identities, *, blocks_to_write, started, resumed, refreshed):
     done = blocks_done(group)
     missing = int(done.size - done.sum())
     if missing:
         raise IncompleteStoreError(f"{loc}: {missing} of {done.size} blocks are not written (the compute "
                                    "failed or was cancelled); rerun the same job to write them")
+    now = [_identify(z, where, loc) for z, where in inputs]  # did the input change while it was read?
+    changes = [c for c in (compare(before, after) for before, after in zip(identities, now)) if not c.same]
+    if changes:
+        raise changed_error(loc, changes, during=True)
     info = dict(output_attributes(group))
-    if info.get("status") != "complete":
-        info.update(status="complete", completed=utc_now())
+    digest = listing_digest(identities)
+    if not has_listing(group, digest):  # a refresh, or a run killed before it was kept: first the listing,
+        save_listing(group, identities)  # then the header naming it
+    if info.get("status") != "complete" or info.get("inputs_digest") != digest:
+        info.update(status="complete", completed=utc_now(), inputs=header["inputs"], inputs_digest=digest,
+                    layout=header["layout"])
+        info.pop("refreshing", None)
         group.update_attributes({ATTRIBUTE: info})
     layout = header["layout"]
     return WriteReport(
         path=str(loc), blocks_total=int(done.size), blocks_written=blocks_to_write,
         blocks_skipped=int(done.size) - blocks_to_write, seconds=time.perf_counter() - started,
         shape=tuple(layout["shape"]), chunks=tuple(layout["chunks"]), dtype=np.dtype(layout["dtype"]).name,
-        resumed=resumed)
+        resumed=resumed, refreshed=refreshed)
