@@ -46,6 +46,10 @@ def open_or_create(loc, header, identities, *, overwrite, refresh=False, dry_run
     if state == "output" and not overwrite:
         info = output_attributes(group)
         complete = info.get("status") == "complete"
+        changes = input_changes(group, info, identities, header)
+        refused = [c for c in changes if c.refusals and c.rows_before]  # a recorded input now unusable
+        if refused:  # named first: its dtype or columns would show as another job's layout below
+            raise changed_error(loc, refused, refresh=refresh)
         diffs = _job_differences(info, header)
         if diffs:
             if complete:
@@ -54,7 +58,6 @@ def open_or_create(loc, header, identities, *, overwrite, refresh=False, dry_run
             raise ResumeMismatchError(
                 f"{loc}: an unfinished dkapprox output of another job is there ({'; '.join(diffs)}); "
                 "rerun the original job to finish it, write to a new path, or pass overwrite=True")
-        changes = input_changes(group, info, identities, header)
         if not changes and not refresh:
             if complete:
                 raise OutputExistsError(f"{loc}: a finished dkapprox output is there; pass overwrite=True "
