@@ -244,7 +244,7 @@ def _memory_advice(exc, out, plan, io, storage_options=None):
 
 def summary(report, rows, out):
     if report is None:
-        return f"{out} is already complete for this job and its input is unchanged; nothing to do"
+        return f"{out} is already complete for this job; nothing to do (its input is unchanged)"
     if report.refreshed and not report.blocks_written:
         return f"{out} is up to date with its input; nothing to refresh"
     rate = rows / report.seconds if report.seconds else math.inf

@@ -77,7 +77,7 @@ class InputChangedError(ResumeMismatchError):
 
     Raised instead of resuming into, or calling finished, a store whose blocks
     were computed from other data. ``changes`` lists one
-    :class:`dkapprox.io._identity.InputChanges` per input that differs (how
+    ``dkapprox.io._identity.InputChanges`` per input that differs (how
     many chunks changed, were added or removed, and the row ranges); a
     refresh (``refresh=True``, ``--refresh``) rewrites only those blocks,
     unless ``refusable`` (columns, dtype or chunk grid changed, rows removed).

@@ -49,7 +49,7 @@ def open_or_create(loc, header, identities, *, overwrite, refresh=False, dry_run
         changes = input_changes(group, info, identities, header)
         refused = [c for c in changes if c.refusals and c.rows_before]  # a recorded input now unusable
         if refused:  # named first: its dtype or columns would show as another job's layout below
-            raise changed_error(loc, refused, refresh=refresh)
+            raise changed_error(loc, refused)
         diffs = _job_differences(info, header)
         if diffs:
             if complete:
@@ -64,7 +64,7 @@ def open_or_create(loc, header, identities, *, overwrite, refresh=False, dry_run
                                         "to replace it, or write to a new path")
             return None if dry_run else Opened(group, True)
         if changes and (not refresh or any(c.refusals for c in changes)):
-            raise changed_error(loc, changes, refresh=refresh)
+            raise changed_error(loc, changes)
         redo = refresh_blocks(loc, info, header, changes)
         if dry_run:
             return None
@@ -123,7 +123,7 @@ def input_changes(group, info, identities, header=None):
     return found
 
 
-def changed_error(loc, changes, *, refresh=False, during=False):
+def changed_error(loc, changes, *, during=False):
     """The InputChangedError naming each changed input, what changed, and what proceeds."""
     when = "while this run wrote the store" if during else "since the store was written"
     what = "; ".join(f"input {c.path}: {c.describe()}" for c in changes)

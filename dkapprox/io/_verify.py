@@ -33,7 +33,19 @@ class VerifyReport:
     ``missing`` and ``damaged`` are output row ranges ``[start, stop)`` (of
     blocks without a marker, and of blocks whose chunk does not read back as
     written, with why); ``inputs`` says for each recorded input whether it
-    still matches (see :func:`input_status`).
+    still matches. ``lines()`` is what ``dkapprox verify`` prints.
+
+    Examples
+    --------
+    >>> import tempfile, dask.array as da
+    >>> from dkapprox.io import verify, write_features
+    >>> out = tempfile.mkdtemp() + "/z.zarr"
+    >>> _ = write_features(da.ones((100, 4), chunks=(50, 4)), out, plan={})
+    >>> report = verify(out)
+    >>> report.ok, report.blocks_checked, report.missing, report.damaged
+    (True, 2, [], [])
+    >>> report.lines()[-1].split(" in ")[0]
+    'ok: ...z.zarr: 2 of 2 blocks checked, 0 bad, 0 inputs matching; 0.0 MiB read'
     """
 
     path: str
@@ -172,7 +184,7 @@ def input_status(group, info, *, storage_options=None) -> list[dict]:
     """For each input the store recorded: its path, the recorded identity, and whether it still matches.
 
     Each input is listed once (no chunk is read). ``why`` says what changed
-    (as :class:`dkapprox.io._identity.InputChanges` words it) or why it could
+    (as ``dkapprox.io._identity.InputChanges`` words it) or why it could
     not be checked; ``changes`` holds the counts and row ranges.
     """
     recorded = load_listing(group, info.get("inputs_digest"))

@@ -41,6 +41,8 @@ from ._probe import require_shared
 from ._zarr_store import ATTRIBUTE, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, checksum, output_attributes
 
 COMPRESSIONS = (None, "zstd")
+# packages whose errors mean the store could not be reached (botocore's ConnectionClosedError is no OSError)
+_TRANSPORTS = frozenset({"botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "requests"})
 
 __all__ = ["PendingWrite", "WriteReport", "write_features"]
 
@@ -370,9 +372,11 @@ def _identify(z, where, out):
     except FileNotFoundError as exc:
         raise InputMissingError(f"{where}: the input's chunks could not be listed, it is gone ({exc}); "
                                 f"nothing was written to {out}") from exc
-    except (OSError, ConnectionError, TimeoutError) as exc:
-        raise TemporaryFailure(f"{where}: listing the input's chunks failed ({type(exc).__name__}: {exc}); "
-                               f"nothing was written to {out}: rerun") from exc
+    except Exception as exc:
+        if not isinstance(exc, (OSError, TimeoutError)) and type(exc).__module__.split(".")[0] not in _TRANSPORTS:
+            raise
+        raise TemporaryFailure(f"{where}: listing the input's chunks failed ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())}); nothing was written to {out}: rerun") from exc
 
 
 def _refuse_inside_input(loc, features, plan):

@@ -17,6 +17,7 @@ import zarr
 from dkapprox.cli import main
 from dkapprox.errors import IncompleteStoreError, InputChangedError
 from dkapprox.io import describe, open_array, open_features, verify, write_features
+from dkapprox.io._identity import identify
 from dkapprox.io._location import locate
 from dkapprox.kernel_approximation import RBFSampler
 
@@ -267,3 +268,90 @@ def test_a_store_of_features_not_read_from_zarr_still_resumes_and_verifies(tmp_p
     out = str(tmp_path / "out.zarr")
     report = write_features(da.ones((100, 4), chunks=(25, 4)), out, plan={})
     assert report.blocks_written == 4 and verify(out).ok and describe(out)["inputs"] == []
+
+
+# -- a listing that fails half way ---------------------------------------------------------------
+
+
+class _CutAfterFirstPage:
+    """A real HTTP proxy on loopback in front of the moto server that answers every request but the
+    second page of a listing (a ListObjectsV2 with a continuation token), whose connection it closes
+    unanswered: the listing fails half way, as it does when the network drops mid-job."""
+
+    def __init__(self, upstream):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        target = urlsplit(upstream)
+        cut = self.cut = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if "list-type=2" in self.path and "continuation-token" in self.path:
+                    cut.append(self.path)
+                    self.close_connection = True
+                    return
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=dict(self.headers))
+                    reply = conn.getresponse()
+                    data = reply.read()
+                finally:
+                    conn.close()
+                self.send_response(reply.status)
+                for key, value in reply.getheaders():
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+def test_a_listing_that_fails_half_way_is_one_line_exit_75_and_leaves_the_store_untouched(s3, tmp_path):
+    source, out, model = "s3://data/cut/in.zarr", str(tmp_path / "out.zarr"), str(tmp_path / "model")
+    data = _data(0, rows=1_100, cols=4)
+    _make(source, data, chunks=(1, 4))  # 1,100 chunk objects: two pages of a listing
+    from dkapprox.io import save
+
+    save(RBFSampler(n_components=16, gamma=0.5, random_state=0).fit(data), model)
+    options = ["--storage-option", "config_kwargs.retries.max_attempts=1"]  # botocore gives up at once
+    cluster = tmp_path / "threads.yaml"  # no worker processes to start: the listing is the client's
+    cluster.write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\nprocesses: false\n"
+                       "dashboard_address: null\n")
+    job = [sys.executable, "-m", "dkapprox", "transform", source, "--model", model, "--out", out,
+           "--block-rows", "100", "--cluster", str(cluster), *options]
+    with _CutAfterFirstPage(s3.endpoint) as proxy:
+        env = dict(os.environ, AWS_ENDPOINT_URL=proxy.endpoint)
+        failed = subprocess.run(job, capture_output=True, text=True, env=env, timeout=120)
+        assert proxy.cut, "the listing never asked for a second page"
+    errors = [line for line in failed.stderr.splitlines() if "error" in line]
+    assert failed.returncode == 75, failed.stderr
+    assert len(errors) == 1 and "listing the input's chunks failed" in errors[0] and "Traceback" not in failed.stderr
+    assert not os.path.exists(out)  # nothing was made
+    z = zarr.open_array(locate(source).store(read_only=True), mode="r")  # straight to the server, it lists
+    assert len(identify(z, locate(source)).keys) == 1_100
