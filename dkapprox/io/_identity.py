@@ -70,17 +70,25 @@ def identify(z, loc: Location, *, skip=None) -> InputIdentity:
     ``skip``: the Location of an output written inside the input (``allow_inside_input``), left out.
     """
     metadata = _metadata(z)
-    store = z.store
-    if getattr(store, "root", None) is not None:  # LocalStore
-        entries, stamp = _local_listing(loc.path), "mtime_ns"
-    else:
-        entries, stamp = _fsspec_listing(store, z.path or ""), "etag"
+    entries, stamp = list_entries(z.store, z.path or "")
+    entries = [e for e in entries if e[0].rsplit("/", 1)[-1] not in _METADATA_NAMES]
     if skip is not None and skip.protocol == loc.protocol and skip.path.startswith(loc.path.rstrip("/") + "/"):
         inner = skip.path[len(loc.path.rstrip("/")) + 1:].rstrip("/") + "/"
         entries = [e for e in entries if not e[0].startswith(inner)]
     entries.sort()
     keys, sizes, stamps = (tuple(column) for column in zip(*entries)) if entries else ((), (), ())
     return InputIdentity(str(loc), metadata, stamp, keys, sizes, stamps)
+
+
+def list_entries(store, prefix):
+    """([(key below ``prefix``, size, stamp)], stamp kind) of every object under ``prefix`` of a zarr store,
+    from one listing: a walk of the folder on a LocalStore (zarr's temporary files left out), one
+    recursive (paginated) listing on fsspec stores. Nothing is read."""
+    root = getattr(store, "root", None)
+    if root is not None:  # LocalStore
+        folder = os.path.join(os.fspath(root), prefix) if prefix else os.fspath(root)
+        return _local_listing(folder), "mtime_ns"
+    return _fsspec_listing(store, prefix), "etag"
 
 
 def _metadata(z) -> dict:
@@ -108,19 +116,25 @@ def _plain(value):
 
 
 def _local_listing(root):
-    """[(key, size, mtime_ns)] of every file below ``root`` but metadata and zarr's temporary files."""
+    """[(key, size, mtime_ns)] of every file below ``root`` but zarr's temporary files ([] if no folder)."""
     entries = []
     stack = [""]
     for _ in range(10**7):  # bounded: one step a folder
         if not stack:
             break
         rel = stack.pop()
-        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+        try:
+            it = os.scandir(os.path.join(root, rel) if rel else root)
+        except FileNotFoundError:
+            if rel:
+                raise  # a folder vanished while it was walked: the listing failed half way
+            return entries
+        with it:
             for entry in it:
                 key = f"{rel}/{entry.name}" if rel else entry.name
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(key)
-                elif entry.name not in _METADATA_NAMES and not entry.name.endswith(".partial"):
+                elif not entry.name.endswith(".partial"):
                     st = entry.stat(follow_symlinks=False)
                     entries.append((key, int(st.st_size), int(st.st_mtime_ns)))
     return entries
@@ -140,10 +154,11 @@ def _fsspec_listing(store, node_path):
     sync_fs.invalidate_cache(prefix)
     found = sync_fs.find(prefix, detail=True)
     entries = []
+    base = prefix.strip("/") + "/"  # memory:// lists "/bucket/..." where others list "bucket/..."
     for path, info in found.items():
-        key = path[len(prefix):].lstrip("/")
-        name = key.rsplit("/", 1)[-1]
-        if not key or name in _METADATA_NAMES or info.get("type") == "directory":
+        path = path.lstrip("/")
+        key = path[len(base):] if path.startswith(base) else ""
+        if not key or info.get("type") == "directory":
             continue
         tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified",
                                            "created") if info.get(k) is not None), "")

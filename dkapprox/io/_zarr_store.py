@@ -270,15 +270,28 @@ def output_attributes(group):
 
 
 def blocks_done(group) -> np.ndarray:
-    """The (row blocks, column blocks) map of written blocks (bool); all False if not created yet."""
+    """The (row blocks, column blocks) map of written blocks (bool); all False if not created yet.
+
+    Read from one listing of the markers' objects, not one read per marker: a marker object exists
+    only once its block is written (never holding 0: clearing one deletes its object), so a store of
+    10^5 blocks answers in one walk on disk or a hundred LIST pages on S3 instead of 10^5 GETs.
+    """
+    from ._identity import list_entries
+
     info = output_attributes(group)
     numblocks = tuple(info["layout"]["numblocks"])
-    if BLOCKS_DONE not in group:
-        return np.zeros(numblocks, dtype=bool)
-    done = group[BLOCKS_DONE][...]
-    if done.shape != numblocks:
-        raise InputDataError(f"{BLOCKS_DONE} has shape {done.shape}, the layout says {numblocks}")
-    return done.astype(bool)
+    done = np.zeros(numblocks, dtype=bool)
+    prefix = f"{group.path}/{BLOCKS_DONE}".strip("/")
+    entries, _ = list_entries(group.store, prefix)
+    for key, size, _stamp in entries:
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "c" and size and parts[1].isdigit() and parts[2].isdigit():
+            i, j = int(parts[1]), int(parts[2])
+            if i >= numblocks[0] or j >= numblocks[1]:
+                raise InputDataError(f"{BLOCKS_DONE} has a marker for block ({i}, {j}), the layout has "
+                                     f"{numblocks}")
+            done[i, j] = True
+    return done
 
 
 def checksum(block) -> int:
