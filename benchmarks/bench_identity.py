@@ -119,10 +119,11 @@ def _s3():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, nargs="*", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--s3-chunks", type=int, nargs="*", default=[1_000, 10_000])
-    parser.add_argument("--job-limit", type=int, default=10_000, help="largest chunk count whose job is run")
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--s3-rows", type=int, default=1_000_000)
+    parser.add_argument("--s3-chunks", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--job-limit", type=int, default=100_000, help="largest chunk count whose job is run")
+    parser.add_argument("--s3-job-limit", type=int, default=10_000)
+    parser.add_argument("--rows", type=int, default=12_000_000, help="the demo's size")
+    parser.add_argument("--s3-rows", type=int, default=2_000_000)
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the script")
     args = parser.parse_args(argv)
     if args.quick:
@@ -135,7 +136,7 @@ def main(argv=None):
     finally:
         shutil.rmtree(local, ignore_errors=True)
     with _s3() as bucket:
-        identity_costs(bucket, args.s3_chunks, "S3 test server", args.job_limit)
+        identity_costs(bucket, args.s3_chunks, "S3 test server", args.s3_job_limit)
         refresh_costs(bucket + "/refresh", args.s3_rows, "S3 test server")
 
 
