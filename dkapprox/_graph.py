@@ -457,6 +457,21 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     return Delayed(count, graph, layer=name)
 
 
+def written_keys(count) -> list:
+    """The keys of the write tasks under a :func:`store_blocks` count, in the order they were listed.
+
+    Computed on their own (``client.get(count.dask, keys, sync=False)``), each
+    result can be released as soon as it finishes: a worker lost later then
+    takes no finished write with it, and no block already written is written
+    again. The count itself holds every result until the last one is there.
+    """
+    layer = count.dask.layers.get(str(count.key).removesuffix("-count"), {})
+    task = layer.get(count.key) if hasattr(layer, "get") else None
+    if not (isinstance(task, tuple) and len(task) == 2 and task[0] is len):
+        raise ValueError(f"{count.key} is not the count of a store_blocks write")
+    return list(task[1])
+
+
 def _write_one(block, write_block, index):
     write_block(block, tuple(index))
     return 1

@@ -25,8 +25,15 @@ METHODS = cli_methods()
 DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not resume
 
 
+def shown(path) -> str:
+    """A path or URL as the command prints and records it: never with the credentials a URL may hold."""
+    from .io._location import redact
+
+    return redact(path)
+
+
 def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = shown(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
         # the library's words, in the CLI's
         text = text.replace("pass overwrite=True", "pass --overwrite").replace("overwrite=True", "--overwrite")
@@ -47,6 +54,17 @@ def refuse_existing_model(path, overwrite, storage_options=None):
         return
     if path and not overwrite and os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path)):
         raise errors.OutputExistsError(f"{path}: exists; pass --overwrite to replace the model there")
+
+
+def refuse_missing_bucket(out, storage_options=None):
+    """Name a missing output bucket before a fit, not after it (write_features has the final word)."""
+    if out and "://" in str(out):
+        from .io._location import locate, missing_bucket
+
+        loc = locate(out, storage_options)
+        bucket = missing_bucket(loc)
+        if bucket is not None:
+            raise errors.InputMissingError(f"{loc}: the bucket {bucket!r} to write the output in does not exist")
 
 
 def parse_value(text: str):
@@ -150,7 +168,7 @@ def plan_of(command, input_path, component, X, model, io):
         "command": command,
         # the input's shape, dtype and content are its identity, recorded and compared by the store
         # (dkapprox.io._identity): rows appended to it are a refresh of this job, not another job
-        "input": {"path": input_path if "://" in str(input_path) else os.path.abspath(input_path),
+        "input": {"path": shown(input_path) if "://" in str(input_path) else os.path.abspath(input_path),
                   "component": component, "columns": int(X.shape[1])},
         "model": io.fingerprint(model),
         "estimator": type(model).__name__,
@@ -209,9 +227,9 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
                 return None  # the run we waited for finished it
             raise
         if pending.blocks_to_write < pending.blocks_total:
-            log.info("resuming %s: %d of %d blocks already written", out,
+            log.info("resuming %s: %d of %d blocks already written", shown(out),
                      pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
-        run(client, pending.delayed, progress=progress, memory=pending.memory)
+        run(client, pending.delayed, progress=progress, memory=pending.memory, parts=pending.parts)
         return pending.finalize()
     except errors.WorkerMemoryError as exc:
         raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io, storage_options),
@@ -243,6 +261,7 @@ def _memory_advice(exc, out, plan, io, storage_options=None):
 
 
 def summary(report, rows, out):
+    out = shown(out)
     if report is None:
         return f"{out} is already complete for this job; nothing to do (its input is unchanged)"
     if report.refreshed and not report.blocks_written:

@@ -56,7 +56,9 @@ from ._jobs import (
     parse_storage_options,
     plan_of,
     refuse_existing_model,
+    refuse_missing_bucket,
     require_workers_see,
+    shown,
     summary,
     write,
 )
@@ -129,11 +131,11 @@ def main(argv=None) -> int:
         code = exc.exit_code
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "dkapprox"
-        click.echo(f"dkapprox: usage error: {' '.join(exc.format_message().split())} "
+        click.echo(f"dkapprox: usage error: {shown(' '.join(exc.format_message().split()))} "
                    f"(see {where} --help)", err=True)
         code = exc.exit_code
     except click.ClickException as exc:
-        click.echo(f"dkapprox: error: {' '.join(exc.format_message().split())}", err=True)
+        click.echo(f"dkapprox: error: {shown(' '.join(exc.format_message().split()))}", err=True)
         code = exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("dkapprox: interrupted; rerun the same command to resume", err=True)
@@ -158,6 +160,14 @@ def main(argv=None) -> int:
             logger.setLevel(level)
     sys.stdout.flush()
     return code
+
+
+def _redact_record(record) -> bool:
+    """A log record with no URL credentials in it (a logging filter: it keeps every record)."""
+    message = record.getMessage()
+    if "@" in message:
+        record.msg, record.args = shown(message), ()
+    return True
 
 
 def _raise_interrupted(signum, frame):
@@ -275,6 +285,7 @@ def dkapprox(debug, quiet):
     _debug["on"] = debug
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("dkapprox: %(message)s"))
+    handler.addFilter(_redact_record)
     logger = logging.getLogger("dkapprox")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.ERROR if quiet else logging.INFO)
@@ -310,8 +321,8 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
         est.fit(X)
         seconds = time.perf_counter() - started
     io.save(est, model_path, overwrite=overwrite, storage_options=options)
-    click.echo(f"fitted {describe_model(est)} on {input_path} ({X.shape[0]:,} x {X.shape[1]:,}) in "
-               f"{seconds:.1f} s; model: {model_path} ({io.fingerprint(est)})")
+    click.echo(f"fitted {describe_model(est)} on {shown(input_path)} ({X.shape[0]:,} x {X.shape[1]:,}) in "
+               f"{seconds:.1f} s; model: {shown(model_path)} ({io.fingerprint(est)})")
 
 
 @dkapprox.command()
@@ -331,6 +342,7 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
+    refuse_missing_bucket(out_path, options)
     model = io.load(model_path, storage_options=options)
     X = open_input(input_path, component, block_rows, storage_options=options)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
@@ -363,6 +375,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
     refuse_existing_model(save_model, overwrite, options)
+    refuse_missing_bucket(out_path, options)  # before the fit, not after it
     X = open_input(input_path, component, block_rows, storage_options=options)
     with _client(cluster_config, scheduler, start_timeout) as client:
         require_workers_see(input_path)

@@ -82,7 +82,7 @@ def test_every_path_on_s3_without_aiohttp_noise(s3, s3_input):
 
 
 def _route(route, s3, tmp_path):
-    """(environment, extra CLI options) that give the credentials by ``route``."""
+    """(environment, extra CLI options) that give the credentials by ``route`` (for "url": in the URLs)."""
     nowhere = str(tmp_path / "no-such-aws-file")  # and never the user's ~/.aws
     env = {**BASE_ENV, "AWS_CONFIG_FILE": nowhere, "AWS_SHARED_CREDENTIALS_FILE": nowhere}
     if route == "profile":
@@ -90,41 +90,51 @@ def _route(route, s3, tmp_path):
         creds.write_text(f"[nightly]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
         return {**env, "AWS_SHARED_CREDENTIALS_FILE": str(creds), "AWS_PROFILE": "nightly",
                 "AWS_ENDPOINT_URL": s3.endpoint, "AWS_DEFAULT_REGION": REGION}, []
-    options = [f"key={ACCESS_KEY}", f"secret={SECRET_KEY}", f"client_kwargs.endpoint_url={s3.endpoint}",
-               f"client_kwargs.region_name={REGION}"]
+    options = [f"key={ACCESS_KEY}", f"secret={SECRET_KEY}"] if route == "storage-option" else []
+    options += [f"client_kwargs.endpoint_url={s3.endpoint}", f"client_kwargs.region_name={REGION}"]
     return env, [a for o in options for a in ("--storage-option", o)]
 
 
 # the "environment" route is test_every_path_on_s3_without_aiohttp_noise (one fewer round of CLI runs)
-@pytest.mark.parametrize("route", ["profile", "storage-option"])
+@pytest.mark.parametrize("route", ["profile", "storage-option", "url"])
 def test_credentials_are_never_printed_or_recorded(s3, s3_input, tmp_path, route):
+    """The "url" route writes them into every URL (s3://KEY:SECRET@bucket/...), where only the URLs carry
+    them; a missing output bucket is named before the fit starts."""
     env, opts = _route(route, s3, tmp_path)
-    first = cli(env, "--debug", "featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16,
-                "--out", "s3://data/f.zarr", "--save-model", "s3://data/m", *opts)
+    s3_ = f"s3://{ACCESS_KEY}:{SECRET_KEY}@" if route == "url" else "s3://"
+    first = cli(env, "--debug", "featurize", f"{s3_}data/in.zarr", "--method", "rbf", "--n-components", 16,
+                "--out", f"{s3_}data/f.zarr", "--save-model", f"{s3_}data/m", *opts)
     assert_quiet(first)
     results = cli_many(
-        env, ["transform", "s3://data/in.zarr", "--model", "s3://data/m", "--out", "s3://data/t.zarr", *opts],
-        ["info", "s3://data/f.zarr", *opts], ["--debug", "info", "s3://data/m", *opts],
-        ["--debug", "featurize", "s3://data/in.zarr", "--method", "rbf", "--n-components", 16,
-         "--out", "s3://nobucket/f.zarr", *opts],
-        ["--debug", "transform", "s3://data/in.zarr", "--model", "s3://nobucket/m", "--out", "s3://data/u.zarr",
-         *opts])
-    for result in results[:3]:
+        env, ["transform", f"{s3_}data/in.zarr", "--model", f"{s3_}data/m", "--out", f"{s3_}data/t.zarr", *opts],
+        ["info", f"{s3_}data/f.zarr", *opts], ["--debug", "info", f"{s3_}data/m", *opts],
+        ["--debug", "featurize", f"{s3_}data/in.zarr", "--method", "rbf", "--n-components", 16,
+         "--out", f"{s3_}nobucket/f.zarr", *opts],
+        ["--debug", "transform", f"{s3_}data/in.zarr", "--model", f"{s3_}nobucket/m", "--out", f"{s3_}data/u.zarr",
+         *opts],
+        ["verify", f"{s3_}data/f.zarr", *opts], ["--debug", "info", f"{s3_}data/f.zarr", "--json", *opts])
+    for result in results[:3] + results[5:]:
         assert_quiet(result)
-    for result in results[3:]:
+    assert "checks out" in results[5].stdout or "ok" in results[5].stdout.lower(), results[5].stdout
+    for result in results[3:5]:
         assert_quiet(result, 66)
         assert "nobucket" in result.stderr
+    assert "fitted" not in results[3].stderr, "the missing output bucket was found only after the fit"
+    assert '"path": "s3://data/in.zarr"' in results[6].stdout, results[6].stdout  # the plan names the input
     for result in [first, *results]:
         assert SECRET_KEY not in result.stdout + result.stderr, result.args
+        if route == "url":
+            assert ACCESS_KEY not in result.stdout + result.stderr, result.args
     fs = s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET_KEY, skip_instance_cache=True,
                            client_kwargs={"endpoint_url": s3.endpoint, "region_name": REGION})
     written = fs.find("data")
     assert any(p.endswith("m/model.json") for p in written) and any(p.endswith("t.zarr/zarr.json") for p in written)
     for path in written:
         assert SECRET_KEY.encode() not in fs.cat_file(path), path
+        assert route != "url" or ACCESS_KEY.encode() not in fs.cat_file(path), path
     if route != "environment":  # the route really carried the credentials: without them the same run fails
         bare = {k: v for k, v in env.items() if k not in ("AWS_PROFILE",)}
-        refused = cli(bare, "info", "s3://data/m")
+        refused = cli(bare, "info", "s3://data/m", *(opts if route == "url" else []))  # the endpoint, no keys
         assert refused.returncode != 0 and SECRET_KEY not in refused.stdout + refused.stderr
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import sys
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import ClusterConnectError
 
 
-def run(client, lazy, *, progress=False, memory=None):
+def run(client, lazy, *, progress=False, memory=None, parts=None):
     """Compute ``lazy`` (a dask collection or delayed) on ``client`` and return its result.
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
@@ -21,6 +22,12 @@ def run(client, lazy, *, progress=False, memory=None):
     when this returns by an exception (Ctrl-C, a failure) is cancelled.
     ``memory`` is the check of a planned write (``PendingWrite.memory``), so
     that a worker death names the block and the rows per block that fit.
+
+    ``parts`` (a planned write's ``PendingWrite.parts``): keys of ``lazy``'s
+    graph to compute instead of ``lazy`` itself, each released as soon as it
+    finishes, so that a worker lost later takes no finished part with it and
+    none is computed again (a block already written is never written again);
+    returns how many parts there were.
 
     Raises
     ------
@@ -33,18 +40,31 @@ def run(client, lazy, *, progress=False, memory=None):
         The connection to the scheduler was lost mid-job (its host died or
         the network failed); what was finished is kept, a rerun resumes.
     """
+    from distributed import as_completed
     from distributed import progress as progress_bar
 
     from ._memory import explain_worker_deaths
 
-    future = client.compute(lazy)
+    if parts is None:
+        futures = [client.compute(lazy)]
+    else:
+        parts = list(parts)
+        futures = client.get(lazy.__dask_graph__(), parts, sync=False) if parts else []
+        released = set()
+        for future in futures:
+            future.add_done_callback(functools.partial(_release_finished, released=released))
     try:
         with explain_worker_deaths(memory, objs=(lazy,), client=client):
-            if progress:
+            if progress and futures:
                 with contextlib.redirect_stdout(sys.stderr):
-                    progress_bar(future, notebook=False)
+                    progress_bar(futures, notebook=False)
                 sys.stderr.write("\n")
-            return future.result()
+            if parts is None:
+                return futures[0].result()
+            for future in as_completed(futures):
+                if future.status != "finished" and future.key not in released:  # a released one reads cancelled
+                    future.result()  # raises its error (a cancelled one: CancelledError)
+            return len(parts)
     except CancelledError as exc:
         if getattr(exc, "reason", None) != "scheduler-connection-lost" and client.status == "running":
             raise
@@ -52,8 +72,18 @@ def run(client, lazy, *, progress=False, memory=None):
             f"lost the connection to the scheduler at {_address(client)} mid-job (its host or the network "
             "failed); finished blocks are kept: rerun the same command to resume") from None
     finally:
-        if not future.done():
-            future.cancel()
+        unfinished = [f for f in futures if not f.done()]
+        if unfinished:
+            client.cancel(unfinished)
+
+
+def _release_finished(future, released):
+    """Done callback of a part: a finished one is forgotten by the scheduler at once (errors are kept).
+
+    Releasing a future cancels it on the client: ``released`` says which finished first."""
+    if future.status == "finished":
+        released.add(future.key)
+        future.release()
 
 
 def _address(client) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 from ..errors import InputDataError, MissingPackageError
@@ -80,8 +81,52 @@ def locate(source, storage_options=None) -> Location:
     if "::" in source:
         raise InputDataError(f"{source}: chained fsspec URLs are not supported; open the store yourself "
                              "and pass the zarr array or group.")
+    rest, options = _credentials_out(protocol, rest, dict(storage_options or {}))
     path = posixpath.normpath("/" + rest).lstrip("/")
-    return Location(f"{protocol}://{path}", protocol, path, dict(storage_options or {}))
+    return Location(f"{protocol}://{path}", protocol, path, options)
+
+
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+def redact(text) -> str:
+    """``text`` with the ``user:password@`` of every URL in it taken out (what may be shown or recorded).
+
+    >>> redact("s3://AKIA:s3cr3t@bucket/x.zarr and http://u:p@host/y")
+    's3://bucket/x.zarr and http://host/y'
+    """
+    return _USERINFO.sub(r"\1", str(text))
+
+
+def _credentials_out(protocol, rest, options):
+    """``user:password@`` taken out of a URL's host part and into its storage options.
+
+    The URL, which messages, plans, stores and model files show, then holds no
+    secret; the filesystem gets them as its options: ``key``/``secret`` for S3,
+    HTTP basic auth for http(s), ``username``/``password`` for the others
+    (ftp, sftp, hdfs, smb: fsspec's names).
+    """
+    from urllib.parse import unquote
+
+    host, slash, tail = rest.partition("/")
+    if "@" not in host:
+        return rest, options
+    userinfo, _, host = host.rpartition("@")
+    user, _, password = (unquote(part) for part in userinfo.partition(":"))
+    if protocol in ("s3", "s3a"):
+        given = {"key": user, "secret": password}
+    elif protocol in ("http", "https"):
+        from aiohttp import BasicAuth
+
+        given = {"client_kwargs": {**options.get("client_kwargs", {}), "auth": BasicAuth(user, password)}}
+    else:
+        given = {"username": user, "password": password}
+    given = {k: v for k, v in given.items() if v != ""}
+    clash = sorted(k for k in given if k in options and k != "client_kwargs")
+    if clash:
+        raise InputDataError(f"{protocol}://{host}{slash}{tail}: credentials are given both in the URL and as "
+                             f"storage options ({', '.join(clash)}); give them once")
+    return host + slash + tail, {**options, **given}
 
 
 #: protocols whose folders are only key prefixes: what must exist before writing is the bucket

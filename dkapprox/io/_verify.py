@@ -150,7 +150,7 @@ def verify(path, *, check_input=True, threads=None, storage_options=None) -> Ver
             read += nbytes
             if why:
                 damaged.append({"rows": span(i), "block": [i, j], "why": why})
-    inputs = input_status(group, info, storage_options=storage_options) if check_input else []
+    inputs = input_status(group, info, storage_options=storage_options, store=path) if check_input else []
     return VerifyReport(where, str(info.get("status")), int(markers.size), len(todo), missing, damaged, inputs,
                         read, time.perf_counter() - started)
 
@@ -180,8 +180,12 @@ def _ranges(row_blocks, rows, n):
     return merged
 
 
-def input_status(group, info, *, storage_options=None) -> list[dict]:
+def input_status(group, info, *, storage_options=None, store=None) -> list[dict]:
     """For each input the store recorded: its path, the recorded identity, and whether it still matches.
+
+    The credentials a ``store`` URL carries (``s3://KEY:SECRET@bucket/...``) are
+    used for inputs of its protocol too, as ``--storage-option`` is for every
+    URL of a command: the store records its inputs without them.
 
     Each input is listed once (no chunk is read). ``why`` says what changed
     (as ``dkapprox.io._identity.InputChanges`` words it) or why it could
@@ -190,14 +194,18 @@ def input_status(group, info, *, storage_options=None) -> list[dict]:
     recorded = load_listing(group, info.get("inputs_digest"))
     summaries = info.get("inputs") or []
     by_path = {d.path: d for d in recorded} if recorded is not None else {}
+    given = locate(store, storage_options) if store is not None and not hasattr(store, "store") else None
     found = []
     for summary in summaries:
+        options = storage_options
+        if given is not None and locate(str(summary.get("path"))).protocol == given.protocol:
+            options = given.storage_options
         entry = {"path": summary.get("path"), "metadata": summary.get("metadata"),
                  "chunks_listed": summary.get("chunks_listed"),
                  "digest": summary.get("digest"), "stamp": summary.get("stamp")}
         try:
-            node, _ = open_node(summary["path"], storage_options=storage_options)
-            now = identify(node, locate(summary["path"], storage_options), skip=location_of_node(group))
+            node, _ = open_node(summary["path"], storage_options=options)
+            now = identify(node, locate(summary["path"], options), skip=location_of_node(group))
         except Exception as exc:  # noqa: BLE001 - a missing or unreadable input does not match
             found.append({**entry, "matches": False, "why": f"cannot be listed ({' '.join(str(exc).split())})"})
             continue

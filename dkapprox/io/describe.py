@@ -71,7 +71,7 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
             "plan": info.get("plan"), "package_version": info.get("package_version"),
             "created": info.get("created"), "completed": info.get("completed"),
             "features_array": FEATURES, "lease": _holder(loc),
-            "inputs": input_status(node, info, storage_options=storage_options) if check_input else [
+            "inputs": input_status(node, info, storage_options=storage_options, store=path) if check_input else [
                 {k: s.get(k) for k in ("path", "chunks_listed", "digest", "stamp", "metadata")}
                 for s in info.get("inputs") or []],
         }

@@ -93,9 +93,12 @@ class PendingWrite:
     if blocks are missing, e.g. after a cancelled compute: rerun the job).
     ``memory`` is what was checked against the workers of the distributed
     client active when it was planned (None without one):
-    ``dkapprox.cluster.run(client, delayed, memory=pending.memory)`` then
-    reports workers that died as a ``WorkerMemoryError`` naming the block and
-    the rows per block that fit.
+    ``dkapprox.cluster.run(client, delayed, memory=pending.memory, parts=pending.parts)``
+    then reports workers that died as a ``WorkerMemoryError`` naming the
+    block and the rows per block that fit. ``parts`` are the keys of the
+    block writes: run so, each is released as it finishes, and a worker lost
+    later makes no block already written be written again (``delayed``, the
+    count, holds every write's result until the last one is there).
 
     Examples
     --------
@@ -116,6 +119,7 @@ class PendingWrite:
     blocks_to_write: int
     memory: object = None  # dkapprox.cluster's MemoryCheck: pass to dkapprox.cluster.run(..., memory=)
     lease: object = None  # the store's lease (dkapprox.io._lease.Lease), held until finalize or release
+    parts: tuple = ()  # keys of the block writes in delayed's graph (dkapprox.cluster.run(..., parts=))
 
     def __iter__(self):
         return iter((self.delayed, self.finalize))
@@ -242,7 +246,8 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     """
     import dask
 
-    from ..cluster._memory import check_memory, explain_worker_deaths
+    from ..cluster import run
+    from ..cluster._memory import active_client, check_memory, explain_worker_deaths
 
     started = time.perf_counter()
     if compression not in COMPRESSIONS:
@@ -289,12 +294,17 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         lease.release()
         return report
 
-    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory, lease)
+    pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory, lease,
+                           tuple(_graph.written_keys(lazy)))
     if not compute:
         return pending
     try:
-        with explain_worker_deaths(memory, objs=(lazy,)):
-            dask.compute(lazy)
+        client = active_client()
+        if client is not None:  # each write released as it finishes: a lost worker loses none of them
+            run(client, lazy, memory=memory, parts=pending.parts)
+        else:
+            with explain_worker_deaths(memory, objs=(lazy,)):
+                dask.compute(lazy)
         return finalize()
     finally:
         lease.release()  # done, or failed: a rerun need not wait for it to expire
