@@ -1,0 +1,166 @@
+"""What dkapprox costs per block, from 10 to 10^5 blocks, against plain dask writing the same features.
+
+    python benchmarks/bench_blocks.py [--rows 2000000] [--blocks 10 100 1000 10000 100000]
+                                      [--s3-blocks 10 100 1000 10000] [--s3-rows 200000] [--quick]
+
+The same total rows (``--rows`` x 64 float32 through RBFSampler(256), made in the graph so that no input
+is read) cut into each count of blocks, on LocalCluster(2 workers x 1 thread), written:
+
+- by ``dkapprox.io.write_features`` (one chunk per block, a marker per block, uncompressed);
+- by plain dask: ``da.store`` of the same features into a Zarr array with the same chunks and the same
+  compression (none), i.e. ``X.map_blocks(...).to_zarr(...)`` without dkapprox.
+
+Each row: both writes and their ratio; the time to build dkapprox's write (plan, lease, store, graph;
+``compute=False``); a rerun that finds the store complete (what ``dkapprox transform`` does first:
+``describe`` with the input check); a rerun with half the markers present (the status read and plan of
+the resume, before any block is written); ``dkapprox info`` (``describe(check_input=True)``); and the
+client-and-scheduler process's CPU seconds per task of the write (LocalCluster's scheduler runs in this
+process; the client waits meanwhile), from ``os.times`` around it, over the tasks of the write's graph.
+
+On S3 (the test server, moto on loopback) the same for ``--s3-blocks`` over ``--s3-rows``.
+Ratios are printed beside the times; absolute times on a shared machine are noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from dkapprox import io  # noqa: E402
+from dkapprox._jobs import _finished_same_job  # noqa: E402
+from dkapprox.io._location import locate  # noqa: E402
+from dkapprox.kernel_approximation import RBFSampler  # noqa: E402
+
+COLS, N_COMPONENTS = 64, 256
+
+
+def _timed(fn):
+    started = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - started, value
+
+
+def _features(rows, n_blocks):
+    chunk = -(-rows // n_blocks)
+    X = da.random.default_rng(0).standard_normal((rows, COLS), chunks=(chunk, COLS), dtype=np.float32)
+    est = RBFSampler(n_components=N_COMPONENTS, gamma=0.05, random_state=0).fit(X[:1000].compute())
+    return est.transform(X)
+
+
+def _plain(features, url):
+    store = locate(url).store(read_only=False)
+    z = zarr.create_array(store, shape=features.shape, chunks=tuple(c[0] for c in features.chunks),
+                          dtype=features.dtype, compressors=None, overwrite=True, config={"write_empty_chunks": True})
+    da.store(features, z, lock=False)
+
+
+def _cpu():
+    t = os.times()
+    return t.user + t.system
+
+
+def _remove(url):
+    fs, path = locate(url).filesystem()
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def _drop_half_the_markers(out, n_blocks):
+    fs, path = locate(out).filesystem()
+    for i in range(0, n_blocks, 2):
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm_file(f"{path}/blocks_done/c/{i}/0")
+    fs.invalidate_cache(path)
+
+
+def row(client, base, rows, n_blocks):
+    features = _features(rows, n_blocks)
+    out, plain_url = f"{base}/dk-{n_blocks}.zarr", f"{base}/plain-{n_blocks}.zarr"
+    plan = {"bench": "blocks", "blocks": n_blocks}
+    _remove(out)
+    _remove(plain_url)
+    plain, _ = _timed(lambda: _plain(features, plain_url))
+    cpu_before = _cpu()
+    build, pending = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
+    run, _ = _timed(lambda: (__import__("dkapprox.cluster", fromlist=["run"]).run(
+        client, pending.delayed, memory=pending.memory, parts=pending.parts), pending.finalize()))
+    cpu, tasks = _cpu() - cpu_before, len(pending.delayed.__dask_graph__())  # a new store: every task runs
+    write = build + run
+    complete, finished = _timed(lambda: _finished_same_job(out, plan, io))
+    assert finished, "the rerun did not find the store complete"
+    info, _ = _timed(lambda: io.describe(out, check_input=True))
+    _drop_half_the_markers(out, n_blocks)
+    store = zarr.open_group(locate(out).store(read_only=False), mode="r+")
+    attrs = store.attrs.asdict()
+    store.attrs.update({**attrs, "dkapprox": {**attrs["dkapprox"], "status": "writing"}})
+    half, resumed = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
+    assert resumed.blocks_to_write == (n_blocks + 1) // 2, (resumed.blocks_to_write, n_blocks)
+    resumed.release()
+    _remove(out)
+    _remove(plain_url)
+    return [f"{n_blocks:,}", f"{rows // n_blocks:,}", f"{write:.2f}", f"{plain:.2f}", f"{write / plain:.2f}",
+            f"{1000 * write / n_blocks:.2f}", f"{build:.2f}", f"{complete:.2f}", f"{half:.2f}", f"{info:.2f}",
+            f"{1000 * cpu / max(tasks, 1):.2f} ({tasks:,})"]
+
+
+HEADER = ("| blocks | rows/block | dkapprox write (s) | plain dask (s) | dkapprox / plain | ms per block "
+          "| build (s) | rerun, complete (s) | rerun, half the markers (s) | info (s) "
+          "| client+scheduler CPU ms per task (tasks) |")
+
+
+def curve(client, base, rows, counts, label):
+    print(f"\n## {rows:,} x {COLS} float32 -> RBFSampler({N_COMPONENTS}), LocalCluster(2x1), {label}")
+    print(HEADER)
+    print("|---:" * (HEADER.count("|") - 1) + "|")
+    for n in counts:
+        print("| " + " | ".join(row(client, base, rows, n)) + " |", flush=True)
+
+
+@contextlib.contextmanager
+def _s3():
+    from _s3 import MotoServer
+
+    with MotoServer() as server:
+        server.make_bucket("bench")
+        with server.environment():
+            yield "s3://bench"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--blocks", type=int, nargs="*", default=[10, 100, 1_000, 10_000, 100_000])
+    parser.add_argument("--s3-rows", type=int, default=200_000)
+    parser.add_argument("--s3-blocks", type=int, nargs="*", default=[10, 100, 1_000, 10_000])
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the script")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.blocks, args.s3_rows, args.s3_blocks = 20_000, [10, 100], 20_000, [10]
+    from distributed import Client, LocalCluster
+
+    # the S3 server first: the workers read its AWS_* variables when they start
+    with _s3() as bucket, LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        local = tempfile.mkdtemp(prefix="bench-blocks-")
+        try:
+            curve(client, local, args.rows, args.blocks, "local disk")
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+        if args.s3_blocks:
+            curve(client, bucket, args.s3_rows, args.s3_blocks, "S3 test server")
+
+
+if __name__ == "__main__":
+    main()
