@@ -477,6 +477,27 @@ def _write_one(block, write_block, index):
     return 1
 
 
+def shipped_states(collection, *, min_bytes=2**20) -> list:
+    """Keys of the fitted states of at least ``min_bytes`` shipped into ``collection``'s graph.
+
+    A runner can spread these to every worker before the blocks need them
+    (``dkapprox.cluster.run(..., spread=)``): left to the blocks, every worker
+    fetches a state from the one worker that first holds it. Only materialized
+    layers are looked at (an optimized graph is one: a pass over its values,
+    about 0.1 us each); a state always sits in one, as :func:`ship` makes it.
+    """
+    found = []
+    for layer in collection.__dask_graph__().layers.values():
+        mapping = getattr(layer, "mapping", None)
+        if not isinstance(mapping, dict):
+            continue
+        for key, value in mapping.items():
+            value = getattr(value, "value", value)  # a DataNode wraps literal values
+            if isinstance(value, SizedState) and nbytes(value) >= min_bytes:
+                found.append(key)
+    return found
+
+
 def graph_constants(X: da.Array, predicate, *, max_layer_size=4):
     """Objects held as plain values in ``X``'s graph (e.g. the zarr array under ``from_array``).
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import ClusterConnectError
 
 
-def run(client, lazy, *, progress=False, memory=None, parts=None):
+def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
     """Compute ``lazy`` (a dask collection or delayed) on ``client`` and return its result.
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
@@ -28,6 +28,12 @@ def run(client, lazy, *, progress=False, memory=None, parts=None):
     finishes, so that a worker lost later takes no finished part with it and
     none is computed again (a block already written is never written again);
     returns how many parts there were.
+
+    ``spread`` (``PendingWrite.spread``): keys of large fitted states in the
+    graph, computed first and copied to every worker in a tree (distributed's
+    ``replicate``: each round, every holder serves two more) before the blocks
+    run; left to the blocks, all workers fetch the state from the one worker
+    that computed it, whose egress then grows with the number of workers.
 
     Raises
     ------
@@ -45,9 +51,12 @@ def run(client, lazy, *, progress=False, memory=None, parts=None):
 
     from ._memory import explain_worker_deaths
 
+    states = []
     if parts is None:
         futures = [client.compute(lazy)]
     else:
+        if spread and len(client.scheduler_info().get("workers", ())) > 2:
+            states = _spread(client, lazy.__dask_graph__(), spread)
         parts = list(parts)
         futures = client.get(lazy.__dask_graph__(), parts, sync=False) if parts else []
         released = set()
@@ -75,6 +84,19 @@ def run(client, lazy, *, progress=False, memory=None, parts=None):
         unfinished = [f for f in futures if not f.done()]
         if unfinished:
             client.cancel(unfinished)
+        for state in states:
+            state.release()
+
+
+def _spread(client, graph, keys):
+    """The states computed once and copied to every running worker: their futures, held while blocks run."""
+    from distributed import wait
+
+    states = client.get(graph, list(keys), sync=False)
+    wait(states)
+    if all(s.status == "finished" for s in states):  # else the blocks meet the error and report it
+        client.replicate(states)
+    return states
 
 
 def _release_finished(future, released):

@@ -93,9 +93,10 @@ class PendingWrite:
     if blocks are missing, e.g. after a cancelled compute: rerun the job).
     ``memory`` is what was checked against the workers of the distributed
     client active when it was planned (None without one):
-    ``dkapprox.cluster.run(client, delayed, memory=pending.memory, parts=pending.parts)``
-    then reports workers that died as a ``WorkerMemoryError`` naming the
-    block and the rows per block that fit. ``parts`` are the keys of the
+    ``dkapprox.cluster.run(client, delayed, memory=pending.memory, parts=pending.parts,
+    spread=pending.spread)`` then reports workers that died as a
+    ``WorkerMemoryError`` naming the block and the rows per block that fit,
+    and copies a large state to every worker in a tree first (``spread``). ``parts`` are the keys of the
     block writes: run so, each is released as it finishes, and a worker lost
     later makes no block already written be written again (``delayed``, the
     count, holds every write's result until the last one is there).
@@ -120,6 +121,7 @@ class PendingWrite:
     memory: object = None  # dkapprox.cluster's MemoryCheck: pass to dkapprox.cluster.run(..., memory=)
     lease: object = None  # the store's lease (dkapprox.io._lease.Lease), held until finalize or release
     parts: tuple = ()  # keys of the block writes in delayed's graph (dkapprox.cluster.run(..., parts=))
+    spread: tuple = ()  # keys of large fitted states, copied to every worker first (dkapprox.cluster.run(..., spread=))
 
     def __iter__(self):
         return iter((self.delayed, self.finalize))
@@ -295,13 +297,13 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         return report
 
     pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory, lease,
-                           tuple(_graph.written_keys(lazy)))
+                           tuple(_graph.written_keys(lazy)), tuple(_graph.shipped_states(lazy)))
     if not compute:
         return pending
     try:
         client = active_client()
         if client is not None:  # each write released as it finishes: a lost worker loses none of them
-            run(client, lazy, memory=memory, parts=pending.parts)
+            run(client, lazy, memory=memory, parts=pending.parts, spread=pending.spread)
         else:
             with explain_worker_deaths(memory, objs=(lazy,)):
                 dask.compute(lazy)

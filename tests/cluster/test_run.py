@@ -77,3 +77,37 @@ def test_watch_is_quiet_after_a_broadcast_scatter(client, caplog):
         assert run(client, dask.delayed(np.sum)(held)) == 10.0
     assert watch.report.restarts == 0
     assert "Failed to serialize" not in caplog.text and "Failed to Serialize" not in caplog.text
+
+
+def test_parts_are_released_as_they_finish_and_a_spread_state_reaches_every_worker_first(tmp_path):
+    """run(parts=, spread=) on 3 in-process workers: every part's result forgotten once done, the bytes
+    those of a plain run; a spread state is on every worker before any block asks for it."""
+    import dask.array as da
+
+    from dkapprox import Nystroem, _graph
+    from dkapprox.io import open_features, write_features
+
+    X = np.random.default_rng(0).standard_normal((1200, 16)).astype(np.float32)
+    est = Nystroem(n_components=600, random_state=0).fit(X)  # a 1.4 MiB state: spread
+    features = est.transform(da.from_array(X, chunks=(100, 16)))
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        pending = write_features(features, str(tmp_path / "f.zarr"), plan={}, compute=False)
+        assert len(pending.parts) == 12 and pending.spread == tuple(_graph.shipped_states(features))
+        (key,) = pending.spread
+        assert run(client, pending.delayed, parts=pending.parts, spread=pending.spread) == 12
+        pending.finalize()
+        deadline = time.monotonic() + 10  # releases reach the scheduler asynchronously
+        while (left := client.run_on_scheduler(lambda dask_scheduler: sorted(map(str, dask_scheduler.tasks)))):
+            assert time.monotonic() < deadline, left  # no write result, no state, nothing held after the run
+            time.sleep(0.01)
+        from dkapprox.cluster._run import _spread
+
+        states = _spread(client, features.__dask_graph__(), [key])
+        holders = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks[key].who_has))
+        assert holders == 3  # before any block asked for it
+        for s in states:
+            s.release()
+    from _rounding import transform_by_blocks
+
+    np.testing.assert_array_equal(open_features(tmp_path / "f.zarr").compute(), transform_by_blocks(est, X, 100))
