@@ -240,8 +240,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     >>> float(open_features(out).sum().compute())
     16000.0
     """
-    import dask
-
+    from .. import _progress  # dask.compute with a progress display where a person is watching
     from ..cluster._memory import check_memory, explain_worker_deaths
 
     started = time.perf_counter()
@@ -294,7 +293,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         return pending
     try:
         with explain_worker_deaths(memory, objs=(lazy,)):
-            dask.compute(lazy)
+            _progress.compute(lazy)
         return finalize()
     finally:
         lease.release()  # done, or failed: a rerun need not wait for it to expire
