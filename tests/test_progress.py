@@ -149,3 +149,13 @@ def test_compute_returns_what_dask_compute_returns(monkeypatch):
         assert total == 66.0 and head.tolist() == [[0.0, 1.0], [2.0, 3.0]]
         with pytest.raises(ZeroDivisionError):  # errors are the task's own
             dkapprox.compute(dask.delayed(lambda: 1 // 0)())
+
+
+def test_the_command_lines_progress_flags_reach_the_fits(monkeypatch):
+    from dkapprox import cli
+
+    monkeypatch.delenv(_progress.ENV, raising=False)  # restored after the test
+    cli._progress(None)  # no flag: the default, where a person is watching
+    assert _progress.setting() is None
+    assert cli._progress(False) is False and _progress.setting() is False  # --no-progress: the fits too
+    assert cli._progress(True) is True and _progress.setting() is True
