@@ -171,21 +171,32 @@ def _compute_on(client, objs, place, minimum):
     futures = client.compute(list(objs))
     try:
         if not _finished_within(wait, futures, minimum):
-            if place == "notebook" and _has_ipywidgets():
-                from IPython.display import display
-
-                display(distributed_progress(futures, notebook=True))
-            else:  # distributed's text bar writes to stdout: the cell's output, or stderr on a terminal
-                target = sys.stdout if place == "notebook" else sys.stderr
-                with contextlib.redirect_stdout(target):
-                    distributed_progress(futures, notebook=False)
-                target.write("\n")
-                target.flush()
+            _show_distributed(distributed_progress, futures, place)
         return tuple(client.gather(futures))
     finally:
         for future in futures:
             if not future.done():
                 future.cancel()
+
+
+def _show_distributed(distributed_progress, futures, place):
+    """distributed's widget (returns at once) or its text bar (returns when the futures are done).
+
+    A display that fails (a broken widget library, a closed stream) never fails the compute.
+    """
+    try:
+        if place == "notebook" and _has_ipywidgets():
+            from IPython.display import display
+
+            display(distributed_progress(futures, notebook=True))
+        else:  # distributed's text bar writes to stdout: the cell's output, or stderr on a terminal
+            target = sys.stdout if place == "notebook" else sys.stderr
+            with contextlib.redirect_stdout(target):
+                distributed_progress(futures, notebook=False)
+            target.write("\n")
+            target.flush()
+    except Exception:
+        pass
 
 
 def _finished_within(wait, futures, seconds):
@@ -210,9 +221,11 @@ def _local_display(place, minimum):
 
 
 def _has_ipywidgets() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("ipywidgets") is not None
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _user_display_open() -> bool:
@@ -247,13 +260,19 @@ class _WidgetBar(Callback):
         self._timer.join()
         self._state = state
         if self._widget is not None or time.perf_counter() - self._started >= self._minimum:
-            self._draw(finished=True, errored=errored)
+            self._draw_safely(finished=True, errored=errored)
 
     def _tick(self):
         while self._running:
             if time.perf_counter() - self._started >= self._minimum:
-                self._draw()
+                self._draw_safely()
             time.sleep(_WIDGET_DT)
+
+    def _draw_safely(self, **kwargs):
+        try:  # a display that fails (a broken widget library) never fails the compute
+            self._draw(**kwargs)
+        except Exception:
+            self._running = False
 
     def _counts(self):
         state = self._state
