@@ -5,6 +5,7 @@ pure NumPy block function over the row blocks of a dask array at
 ``transform``; NumPy input gives scikit-learn's numbers for the same seed.
 """
 
+from ._progress import compute
 from ._version import __version__ as __version__
 from .io import load, save
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
@@ -23,6 +24,7 @@ __all__ = [
     "SkewedChi2Sampler",
     "SparseRandomProjection",
     "cauchy_kernel",
+    "compute",
     "johnson_lindenstrauss_min_dim",
     "load",
     "save",

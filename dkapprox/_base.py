@@ -13,7 +13,9 @@ to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
 array: turning it into a pandas frame would compute it). A 2-D
 ``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox._xarray`), and
-a fitted estimator's repr ends with what it holds (widths, landmarks, bytes).
+a fitted estimator's repr ends with what it holds (widths, landmarks, bytes);
+in Jupyter, its HTML adds a table of the fitted state: the bytes shipped to the
+workers, dtypes, and what a subclass adds (``_repr_facts``: Nystroem's landmarks).
 """
 
 from __future__ import annotations
@@ -152,20 +154,60 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return output
 
     def _html_repr(self):
-        summary = _fitted_summary(self)
+        facts = _fitted_facts(self)
         text = estimator_html_repr(self)
-        if summary is None:
+        if facts is None:
             return text
-        note = f"<div class='dkapprox-fitted'>{html.escape(summary)}</div>"
+        summary, rows = facts
+        cells = "".join(f"<tr><th style='text-align: left; padding-right: 1em'>{html.escape(label)}</th>"
+                        f"<td style='text-align: left'>{html.escape(value)}</td></tr>" for label, value in rows)
+        note = (f"<div class='dkapprox-fitted'><details open><summary>{html.escape(summary)}</summary>"
+                f"<table class='dkapprox-state'>{cells}</table></details></div>")
         head, body_end, tail = text.rpartition("</body>")
         return f"{head}{note}{body_end}{tail}" if body_end else text + note
 
+    def _repr_facts(self):
+        """What a subclass adds to the HTML repr of its fitted state: ``[(label, text)]``."""
+        return []
 
-def _fitted_summary(estimator):
-    """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 KiB', or None before fit."""
+
+def _fitted(estimator) -> dict:
+    """The fitted attributes (not parameters), or {} before fit."""
     params = estimator.get_params(deep=False)
     fitted = {k: v for k, v in vars(estimator).items() if k not in params}
-    if not any(k.endswith("_") and not k.startswith("__") for k in fitted):
+    return fitted if any(k.endswith("_") and not k.startswith("__") for k in fitted) else {}
+
+
+def _fitted_dtype(fitted):
+    """The floating dtype the fitted arrays are kept in (the training data's where scikit-learn keeps it)."""
+    dtypes = [v.dtype for k, v in fitted.items()
+              if k.endswith("_") and (isinstance(v, np.ndarray) or sp.issparse(v)) and v.dtype.kind == "f"]
+    return np.result_type(*dtypes) if dtypes else None
+
+
+def _state_nbytes(estimator, dtype):
+    """Bytes of the state ``transform`` ships to the workers (one graph key) for input of ``dtype``."""
+    make = getattr(estimator, "_state", None)
+    return 0 if make is None else _graph.nbytes(make(dtype))
+
+
+def _size(nbytes) -> str:
+    size, unit = float(nbytes), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _fitted_summary(estimator):
+    """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 KiB', or None before fit.
+
+    The state is what ``transform`` ships to the workers (:func:`dkapprox._graph.nbytes`),
+    for input of the dtype the fitted arrays are kept in.
+    """
+    fitted = _fitted(estimator)
+    if not fitted:
         return None
     parts = []
     try:
@@ -176,18 +218,28 @@ def _fitted_summary(estimator):
     landmarks = fitted.get("component_indices_")  # Nystroem's landmarks, by their row indices
     if landmarks is not None:
         parts.append(f"{len(landmarks)} landmarks")
-    size, unit = float(sum(_nbytes(v) for v in fitted.values())), "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    parts.append(f"state {int(size)} B" if unit == "B" else f"state {size:.1f} {unit}")
+    try:
+        parts.append(f"state {_size(_state_nbytes(estimator, _fitted_dtype(fitted) or np.float64))}")
+    except Exception:  # a repr never raises
+        pass
     return "fitted: " + ", ".join(parts)
 
 
-def _nbytes(value):
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if sp.issparse(value):
-        return sum(getattr(value, a).nbytes for a in ("data", "indices", "indptr", "row", "col") if hasattr(value, a))
-    return 0
+def _fitted_facts(estimator):
+    """``(summary, [(label, text)])`` for the HTML repr of a fitted estimator, or None before fit."""
+    summary = _fitted_summary(estimator)
+    if summary is None:
+        return None
+    fitted = _fitted(estimator)
+    rows = []
+    try:
+        dtype = _fitted_dtype(fitted)
+        nbytes = _state_nbytes(estimator, dtype or np.float64)
+        rows.append(("state shipped to the workers", f"{nbytes:,} bytes ({_size(nbytes)}), one graph key"))
+        outs = [f"{np.dtype(d)} in, {estimator._out_dtype(np.dtype(d))} out" for d in (np.float32, np.float64)]
+        kept = f"fitted arrays {dtype}" if dtype else "no fitted arrays"
+        rows.append(("dtype", f"{kept}; " + "; ".join(outs)))
+        rows += list(estimator._repr_facts())
+    except Exception:  # a repr never raises: the summary line stays
+        pass
+    return summary, rows

@@ -6,13 +6,15 @@ module wraps it where an estimator meets the outside world:
 - a Zarr array given to an estimator is opened by :mod:`dkapprox.io` (its
   metadata checked) before the engine ever sees it (:func:`as_dask`);
 - a fit's compute runs inside :func:`dkapprox.cluster.explain_worker_deaths`,
-  so that workers dying on a block become one clear error (:func:`compute`).
+  so that workers dying on a block become one clear error (:func:`compute`),
+  with a progress display where a person is watching (:mod:`dkapprox._progress`).
 """
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
+
+from . import _progress
 
 __all__ = ["as_dask", "compute", "is_lazy", "targets_as_dask"]
 
@@ -59,8 +61,10 @@ def compute(*objs, arrays=()):
     objects' tasks compute or read (a fit's input, its features): their layers
     declare their chunks, so the error can name the block a dead task worked
     on. A graph cut into delayed blocks (a fit's reductions) has lost them.
+    Each pass shows its progress in Jupyter or on a terminal
+    (:func:`dkapprox._progress.compute`; ``DKAPPROX_PROGRESS=0`` turns it off).
     """
     from .cluster._memory import explain_worker_deaths  # imported here: distributed only when computing
 
     with explain_worker_deaths(objs=objs + tuple(arrays)):
-        return dask.compute(*objs)
+        return _progress.compute(*objs)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -251,6 +252,8 @@ def _client(cluster_config, scheduler, start_timeout=None):
 
 
 def _progress(flag):
+    if flag is not None:  # --progress/--no-progress: the fits' passes too (DKAPPROX_PROGRESS, dkapprox._progress)
+        os.environ["DKAPPROX_PROGRESS"] = "1" if flag else "0"
     return sys.stderr.isatty() if flag is None else flag
 
 

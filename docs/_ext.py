@@ -22,9 +22,19 @@ GALLERY_ARGS = {
 }
 
 
+# the notebooks (examples/notebook_*.py) take their size from the environment, as a kernel would
+# give it them (tests/test_notebooks.py runs them in a Jupyter kernel at 10,000 rows)
+NOTEBOOK_ENV = {"DKAPPROX_EXAMPLE_ROWS": "20000"}
+
+
 def gallery_argv(gallery_conf, script_vars):
-    """sys.argv[1:] for one example: its small size, and a scratch directory for its files."""
+    """sys.argv[1:] for one example: its small size, and a scratch directory for its files.
+
+    A notebook gets its small size from ``NOTEBOOK_ENV``, set here, just before it runs.
+    """
     name = Path(script_vars["src_file"]).name
+    if name.startswith("notebook_"):
+        os.environ.update(NOTEBOOK_ENV)
     args = list(GALLERY_ARGS.get(name, []))
     scratch = tempfile.mkdtemp(prefix=f"dkapprox-docs-{Path(name).stem}-")
     if name in ("featurize_zarr_store.py", "plot_xarray_zarr.py"):

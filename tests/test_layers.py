@@ -28,10 +28,12 @@ LAYERS = [
     ("foundation", ["dkapprox.errors", "dkapprox._version"], []),
     # the engine: every dask graph; a leaf, like dask's map_blocks, knowing nothing above it
     ("engine", ["dkapprox._graph"], []),
-    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray, and the
-    # compiled block kernels (numba) with their NumPy fallbacks
+    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray, the
+    # compiled block kernels (numba) with their NumPy fallbacks, and progress displays (dask.compute
+    # with a widget or a bar, used by lazy's fits and by the jobs' writer)
     ("helpers", ["dkapprox._sklearn_compat", "dkapprox._stats", "dkapprox._random", "dkapprox._xarray",
-                 "dkapprox._system", "dkapprox._jit", "dkapprox._jit_kernels"], ["foundation"]),
+                 "dkapprox._system", "dkapprox._jit", "dkapprox._jit_kernels", "dkapprox._progress"],
+     ["foundation"]),
     # Zarr read (opened and checked before the engine sees an array) and clusters (worker deaths
     # explained around a compute)
     ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common", "dkapprox.io._sessions",

@@ -1,5 +1,8 @@
-"""Fitted estimators say what they hold: widths, landmarks, state size; scikit-learn's repr otherwise."""
+"""Fitted estimators say what they hold: widths, landmarks, state size, dtypes; scikit-learn's repr otherwise."""
 
+import re
+
+import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from sklearn import config_context
@@ -33,7 +36,9 @@ def test_fitted_repr_adds_widths_and_state_size():
 
 def test_nystroem_shows_its_landmarks():
     est = Nystroem(n_components=50, random_state=0).fit(X)
-    nbytes = est.components_.nbytes + est.component_indices_.nbytes + est.normalization_.nbytes
+    # the state transform ships: landmarks and normalization (the landmarks' row indices stay on the driver)
+    nbytes = est.components_.nbytes + est.normalization_.nbytes
+    assert nbytes == 8 * 50 * 8 + 50 * 50 * 8
     assert repr(est).endswith(f"# fitted: 8 -> 50 features, 50 landmarks, state {nbytes / 1024:.1f} KiB")
 
 
@@ -64,14 +69,46 @@ def test_clone_and_pipelines_keep_plain_reprs():
     assert "#" not in repr(pipe)  # nested estimators are printed by scikit-learn's own printer
 
 
+def _note(page):
+    """The dkapprox note of an HTML repr: its summary line and its table as {label: text}."""
+    note = page[page.index("<div class='dkapprox-fitted'>"):]
+    note = note[:note.index("</div>") + len("</div>")]
+    summary = re.search(r"<summary>(.*?)</summary>", note)[1]
+    rows = dict(re.findall(r"<th[^>]*>(.*?)</th><td[^>]*>(.*?)</td>", note))
+    return note, summary, rows
+
+
 def test_jupyter_shows_the_note_in_html_and_text():
     est = dkapprox.RBFSampler(n_components=20, random_state=0).fit(X)
     with config_context(display="diagram"):
         bundle = est._repr_mimebundle_()
         html = est._repr_html_()
-    note = "<div class='dkapprox-fitted'>fitted: 8 -&gt; 20 features, state 1.4 KiB</div>"
     for page in (bundle["text/html"], html):  # each call numbers its container anew
+        note, summary, rows = _note(page)
         # inside the body where scikit-learn's page has one (>= 1.7), else after its last element
         assert note + "</body>" in page if "</body>" in page else page.endswith(note)
+        assert summary == "fitted: 8 -&gt; 20 features, state 1.4 KiB"
+        # fitted on float64, as scikit-learn's: float32 input meets float64 weights
+        assert rows == {"state shipped to the workers": "1,440 bytes (1.4 KiB), one graph key",
+                        "dtype": "fitted arrays float64; float32 in, float64 out; float64 in, float64 out"}
+    assert est.transform(X.astype(np.float32)).dtype == np.float64
     assert bundle["text/plain"] == repr(est)
     assert "dkapprox-fitted" not in RBFSampler()._repr_mimebundle_()["text/html"]
+
+
+def test_html_names_the_landmark_method_passes_bytes_and_dtype():
+    X32 = da.from_array(X.astype(np.float32), chunks=50)
+    for landmarks, passes in (("uniform", "1 pass"), ("kmeans", "5 passes"), ("leverage", "2 passes")):
+        est = Nystroem(n_components=20, landmarks=landmarks, random_state=0).fit(X32)
+        _, summary, rows = _note(est._repr_html_())
+        nbytes = 20 * 8 * 4 + 20 * 20 * 4  # float32 landmarks and normalization
+        assert summary == f"fitted: 8 -&gt; 20 features, 20 landmarks, state {nbytes / 1024:.1f} KiB"
+        assert rows == {"state shipped to the workers": f"{nbytes:,} bytes ({nbytes / 1024:.1f} KiB), one graph key",
+                        "dtype": "fitted arrays float32; float32 in, float32 out; float64 in, float64 out",
+                        "landmarks": f"{landmarks}: 20 rows, chosen in {passes} over the data"}
+        assert est.transform(X32).dtype == np.float32 and est.transform(X).dtype == np.float64
+    given = Nystroem(n_components=3, landmarks=X[:3], random_state=0).fit(X)
+    assert _note(given._repr_html_())[2]["landmarks"] == "given array: 3 rows, chosen in 0 passes over the data"
+    chi2 = _note(AdditiveChi2Sampler().fit(X)._repr_html_())[2]
+    assert chi2["dtype"] == "no fitted arrays; float32 in, float32 out; float64 in, float64 out"
+    assert chi2["state shipped to the workers"] == "0 bytes (0 B), one graph key"

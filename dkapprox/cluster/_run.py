@@ -6,7 +6,6 @@ import contextlib
 import functools
 import os
 import resource
-import sys
 import threading
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
     """Compute ``lazy`` (a dask collection or delayed) on ``client`` and return its result.
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
-    ProgressBar prints nothing under a distributed client). Work still queued
+    ProgressBar prints nothing under a distributed client), or its widget
+    when it is ``"notebook"`` (:func:`dkapprox._progress.where` says which). Work still queued
     when this returns by an exception (Ctrl-C, a failure) is cancelled.
     ``memory`` is the check of a planned write (``PendingWrite.memory``), so
     that a worker death names the block and the rows per block that fit.
@@ -49,6 +49,7 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
     from distributed import as_completed
     from distributed import progress as progress_bar
 
+    from .. import _progress
     from ._memory import explain_worker_deaths
 
     states = []
@@ -64,10 +65,8 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
             future.add_done_callback(functools.partial(_release_finished, released=released))
     try:
         with explain_worker_deaths(memory, objs=(lazy,), client=client):
-            if progress and futures:
-                with contextlib.redirect_stdout(sys.stderr):
-                    progress_bar(futures, notebook=False)
-                sys.stderr.write("\n")
+            if progress and futures:  # "notebook": distributed's widget; else its text bar on stderr
+                _progress.show_distributed(progress_bar, futures, "notebook" if progress == "notebook" else "terminal")
             if parts is None:
                 return futures[0].result()
             for future in as_completed(futures):

@@ -246,8 +246,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     >>> float(open_features(out).sum().compute())
     16000.0
     """
-    import dask
-
+    from .. import _progress  # dask.compute with a progress display where a person is watching
     from ..cluster import run
     from ..cluster._memory import active_client, check_memory, explain_worker_deaths
 
@@ -303,10 +302,10 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     try:
         client = active_client()
         if client is not None:  # each write released as it finishes: a lost worker loses none of them
-            run(client, lazy, memory=memory, parts=pending.parts, spread=pending.spread)
+            run(client, lazy, memory=memory, parts=pending.parts, spread=pending.spread, progress=_progress.where())
         else:
             with explain_worker_deaths(memory, objs=(lazy,)):
-                dask.compute(lazy)
+                _progress.compute(lazy)
         return finalize()
     finally:
         lease.release()  # done, or failed: a rerun need not wait for it to expire

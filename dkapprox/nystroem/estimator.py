@@ -222,6 +222,12 @@ default='uniform'
                 f"{X.shape[1]} features.")
         return Given(given)
 
+    def _repr_facts(self):
+        method = self.landmarks if isinstance(self.landmarks, str) else "given array"
+        passes = self.landmark_passes_
+        return [("landmarks", f"{method}: {len(self.component_indices_)} rows, chosen in {passes} "
+                              f"pass{'es' if passes != 1 else ''} over the data")]
+
     def _landmarks(self):
         """What the kernel is evaluated against: rows, or columns for 'precomputed'."""
         return self.component_indices_ if Kernel.of(self).precomputed else self.components_
