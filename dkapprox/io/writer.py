@@ -151,8 +151,36 @@ class BlockWriter:
             raise RuntimeError(f"block {index} has shape {block.shape}, its dask chunks declare {expected}")
         if self.lease is not None:
             self.lease()  # never write under another run's lease
-        self.features[i * rows : i * rows + expected[0], j * cols : j * cols + expected[1]] = block
-        self.done[i, j] = checksum(block)  # after the data: a marker never precedes its block
+        region = (slice(i * rows, i * rows + expected[0]), slice(j * cols, j * cols + expected[1]))
+        marker = checksum(block)
+        if _raw_markers(self.done):
+            from zarr.core.sync import sync
+
+            sync(self._write(region, block, (i, j), marker))
+        else:
+            self.features[region] = block
+            self.done[i, j] = marker  # after the data: a marker never precedes its block
+
+    async def _write(self, region, block, index, marker):
+        """The block's chunk, then its marker's 8 bytes, in one trip to zarr's event loop (two trips,
+        each through the codec pipeline, cost 1.5 ms a block: as much as a 200 KiB chunk's write)."""
+        from zarr.core.buffer import default_buffer_prototype
+
+        await self.features._async_array.setitem(region, block)
+        raw = np.array([marker], dtype="<u8").tobytes()
+        await (self.done.store_path / self.done.metadata.encode_chunk_key(index)).set(
+            default_buffer_prototype().buffer.from_bytes(raw))  # after the data: never before its block
+
+
+def _raw_markers(done) -> bool:
+    """True if a marker chunk is its value's 8 little-endian bytes, as ensure_arrays makes it."""
+    from zarr.codecs import BytesCodec
+
+    meta = done.metadata
+    codecs = getattr(meta, "codecs", ())
+    return (getattr(meta, "zarr_format", 2) == 3 and tuple(done.chunks) == (1, 1) and np.dtype(done.dtype) == np.uint64
+            and len(codecs) == 1 and isinstance(codecs[0], BytesCodec) and codecs[0].endian is not None
+            and codecs[0].endian.value == "little")
 
 
 def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
