@@ -110,6 +110,10 @@ def refresh_costs(base, rows, label):
           f"(dask sum, 4 threads): {plain:.2f} s; verify / read = {check / plain:.2f}")
 
 
+class _Skip(Exception):
+    pass
+
+
 @contextlib.contextmanager
 def _s3():
     from _s3 import MotoServer
@@ -130,15 +134,20 @@ def main(argv=None):
     parser.add_argument("--s3-rows", type=int, default=2_000_000)
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the script")
     parser.add_argument("--refresh-only", action="store_true", help="only part 2 and 3 (refresh and verify)")
+    parser.add_argument("--no-local", action="store_true", help="only the S3 test server")
     args = parser.parse_args(argv)
     if args.quick:
         args.chunks, args.s3_chunks, args.rows, args.s3_rows = [1_000], [1_000], 400_000, 200_000
     print(f"# bench_identity on {os.cpu_count()} cores")
     local = tempfile.mkdtemp(prefix="bench-identity-")
     try:
+        if args.no_local:
+            raise _Skip
         if not args.refresh_only:
             identity_costs(local, args.chunks, "local disk", args.job_limit)
         refresh_costs(local + "/refresh", args.rows, "local disk")
+    except _Skip:
+        pass
     finally:
         shutil.rmtree(local, ignore_errors=True)
     with _s3() as bucket:
