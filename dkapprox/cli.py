@@ -61,6 +61,7 @@ from ._jobs import (
     write,
 )
 from ._sklearn_compat import InvalidParameterError
+from ._version import __version__
 
 log = logging.getLogger("dkapprox")
 
@@ -261,7 +262,7 @@ def _wait(flag, timeout):
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show tracebacks and worker warnings.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors on stderr (no log lines).")
-@click.version_option(package_name="dkapprox", message="dkapprox %(version)s")
+@click.version_option(__version__, message="dkapprox %(version)s")  # the wheel's version too (pyproject reads it)
 def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
