@@ -23,7 +23,7 @@ Printed:
 3. **Wait after a cut link**: seconds from ``ip link set ... down`` on one
    worker host, mid-featurize, to the job's completion (scheduler
    worker-ttl 5 s, connect timeout 3 s: distributed's default ttl is 5
-   minutes, see README "Running on a cluster").
+   minutes, see docs/clusters.md, "Across hosts").
 
     sudo .venv/bin/python benchmarks/bench_multihost.py                 # 2 GiB: several minutes
     sudo .venv/bin/python benchmarks/bench_multihost.py --rows 200000   # a quick look

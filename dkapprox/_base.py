@@ -87,7 +87,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         Notes
         -----
-        Two promises (README, "Precision and reproducibility"):
+        Two promises (the documentation's "Precision and reproducibility" page):
 
         - the same row block, transformed again (a rerun, a resumed job, a
           block recomputed after a worker died, NumPy on that block alone),

@@ -64,6 +64,7 @@ from ._jobs import (
     write,
 )
 from ._sklearn_compat import InvalidParameterError
+from ._version import __version__
 
 log = logging.getLogger("dkapprox")
 
@@ -198,7 +199,8 @@ def cluster_options(fn):
     fn = click.option("--scheduler", metavar="ADDRESS",
                       help="Use a running scheduler, e.g. tcp://host:8786.")(fn)
     return click.option("--cluster", "cluster_config", type=click.Path(dir_okay=False), metavar="CONFIG.yaml",
-                        help="Cluster config (see cluster_configs/); default: a LocalCluster, one worker per core.")(fn)
+                        help="Cluster config (`dkapprox cluster-config NAME` prints a template); default: a "
+                             "LocalCluster, one worker per core.")(fn)
 
 
 def storage_options(fn):
@@ -273,7 +275,7 @@ def _wait(flag, timeout):
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show tracebacks and worker warnings.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors on stderr (no log lines).")
-@click.version_option(package_name="dkapprox", message="dkapprox %(version)s")
+@click.version_option(__version__, message="dkapprox %(version)s")  # the wheel's version too (pyproject reads it)
 def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
@@ -433,6 +435,24 @@ def verify(path, as_json, no_input, storage_option_items):
             click.echo(line)
     if not report.ok:
         raise click.exceptions.Exit(EXIT_DATAERR)
+
+
+@dkapprox.command("cluster-config")
+@click.argument("name", required=False)
+@click.option("--list", "list_names", is_flag=True, help="Print the names of the templates, one a line.")
+def cluster_config(name, list_names):
+    """Print the cluster config template NAME (local, scheduler, slurm, pbs, kubernetes) to copy and edit,
+    e.g. `dkapprox cluster-config slurm > slurm.yaml`; then `dkapprox cluster-script slurm.yaml` checks it."""
+    from .cluster import template, template_names
+
+    names = template_names()
+    if list_names:
+        click.echo("\n".join(names))
+        return
+    if name not in names:
+        problem = "give a template NAME" if name is None else f"no cluster config template {name!r}"
+        raise click.UsageError(f"{problem}; the templates are: {', '.join(names)}")
+    click.echo(template(name), nl=False)
 
 
 @dkapprox.command("cluster-script")

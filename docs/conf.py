@@ -48,7 +48,7 @@ exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "au
                     "auto_examples/*.md5", "auto_examples/*.json", "auto_examples/*.codeobj.json"]
 root_doc = "index"
 nitpicky = True
-suppress_warnings = ["myst.header"]  # README's sections start at level 2 when included
+suppress_warnings = ["myst.header"]  # CONTRIBUTING.md and ARCHITECTURE.md start at level 2 when included
 
 # --- API pages ------------------------------------------------------------------------------
 autosummary_generate = True
@@ -94,13 +94,15 @@ html_theme_options = {
     # gallery pages are mostly code: no right-hand contents column, so the code gets the width
     # (the theme refuses overlapping patterns, so the others are named)
     "secondary_sidebar_items": {**{page: ["page-toc"] for page in (
-        "index", "getting_started", "choosing", "precision", "jobs", "clusters", "learning", "survives", "api",
+        "index", "getting_started", "choosing", "precision", "jobs", "storage", "clusters", "learning", "survives",
+        "performance", "api",
         "changelog", "contributing", "user_guide/*", "generated/*")}, "auto_examples/*": []},
 }
 # pages without sub-pages have no section navigation: no left sidebar either, so that their text
 # (code, the measured tables) gets the width (at 1280 px the empty sidebar left a 620 px column)
-html_sidebars = {page: [] for page in ("index", "getting_started", "choosing", "precision", "jobs", "clusters",
-                                       "learning", "survives", "changelog", "contributing")}
+html_sidebars = {page: [] for page in ("index", "getting_started", "choosing", "precision", "jobs", "storage",
+                                       "clusters", "learning", "survives", "performance", "changelog",
+                                       "contributing")}
 html_last_updated_fmt = None
 
 # --- gallery ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The bound within which dkapprox promises equal features across chunkings (README: "Precision").
+"""The bound within which dkapprox promises equal features across chunkings (docs/precision.md).
 
 Two promises, and every comparison in the suite falls under one of them:
 

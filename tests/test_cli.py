@@ -8,6 +8,7 @@ Commands that fail on purpose are independent, so they run side by side
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from _rounding import assert_chunking_promise, transform_by_blocks
 from distributed import KilledWorker
 from distributed.comm import CommClosedError
 
+import dkapprox.cluster
 from dkapprox import io
 from dkapprox.cli import exit_code, main
 from dkapprox.kernel_approximation import RBFSampler
@@ -301,11 +303,31 @@ def test_debug_shows_the_traceback(failures):
 def test_quiet_version_and_cluster_script(capsys):
     version = in_process(capsys, "--version")
     assert version.returncode == 0 and version.stdout.startswith("dkapprox ")
-    configs = os.path.join(os.path.dirname(__file__), os.pardir, "cluster_configs")
+    configs = os.path.join(os.path.dirname(dkapprox.cluster.__file__), "configs")
     script = in_process(capsys, "cluster-script", os.path.join(configs, "slurm.yaml"))
     assert script.returncode == 0 and "#SBATCH --mem=32G" in script.stdout and script.stderr == ""
     bad = in_process(capsys, "-q", "cluster-script", os.path.join(configs, "nope.yaml"))
     assert_one_line_error(bad, 78, "no such cluster config")
+
+
+def test_cluster_config_prints_the_packaged_templates(capsys, tmp_path):
+    from dkapprox.cluster import SCHEMAS, load_config
+
+    listed = in_process(capsys, "cluster-config", "--list")
+    assert listed.returncode == 0 and listed.stdout.split() == sorted(SCHEMAS), listed
+    for name in sorted(SCHEMAS):
+        printed = in_process(capsys, "cluster-config", name)
+        shipped = pathlib.Path(dkapprox.cluster.__file__).parent / "configs" / f"{name}.yaml"
+        assert printed.returncode == 0 and printed.stdout == shipped.read_text(encoding="utf-8"), name
+        copy = tmp_path / f"{name}.yaml"  # what `dkapprox cluster-config NAME > NAME.yaml` leaves
+        copy.write_text(printed.stdout)
+        assert load_config(copy).kind == name
+    script = in_process(capsys, "cluster-script", tmp_path / "slurm.yaml")
+    assert script.returncode == 0 and "#SBATCH --mem=32G" in script.stdout
+    bad = in_process(capsys, "cluster-config", "slurmm")
+    assert_one_line_error(bad, 2, "no cluster config template 'slurmm'", ", ".join(sorted(SCHEMAS)))
+    assert bad.stdout == ""
+    assert_one_line_error(in_process(capsys, "cluster-config"), 2, "give a template NAME", "slurm")
 
 
 @pytest.mark.parametrize("exc, code", [

@@ -1,4 +1,4 @@
-"""The precision promises under every OpenBLAS kernel this CPU can run (README: "Precision").
+"""The precision promises under every OpenBLAS kernel this CPU can run (docs/precision.md).
 
 OpenBLAS picks its micro-kernels by the CPU it detects at import, and each kernel
 rounds a block's products in its own order: a test that passed because one kernel

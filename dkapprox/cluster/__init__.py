@@ -4,8 +4,9 @@ A config is a small YAML file with a ``kind``: ``local`` (LocalCluster),
 ``scheduler`` (an existing scheduler, TLS optional), ``slurm`` and ``pbs``
 (dask-jobqueue, the ``jobqueue`` extra) or ``kubernetes`` (dask-kubernetes,
 the ``kubernetes`` extra). Files are read with ``yaml.safe_load`` and checked
-against a schema per kind; unknown keys are refused by name. Examples live in
-``cluster_configs/`` at the top of the repository.
+against a schema per kind; unknown keys are refused by name. A template of each
+kind ships with the package (``configs/``): :func:`template_names`, :func:`template`,
+``dkapprox cluster-config NAME``.
 """
 
 from ..errors import ClusterConfigError, ClusterConnectError
@@ -13,6 +14,8 @@ from ._config import ClusterConfig, load_config, parse_config
 from ._run import WorkerReport, WorkerWatch, run
 from ._schema import SCHEMAS
 from ._start import connect, default_config, render
+from ._templates import template, template_names
 
 __all__ = ["SCHEMAS", "ClusterConfig", "ClusterConfigError", "ClusterConnectError", "connect",
-           "WorkerReport", "WorkerWatch", "default_config", "load_config", "parse_config", "render", "run"]
+           "WorkerReport", "WorkerWatch", "default_config", "load_config", "parse_config", "render", "run",
+           "template", "template_names"]

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+import dkapprox.cluster
 from dkapprox.cluster import SCHEMAS, ClusterConfigError, load_config, parse_config
 from dkapprox.errors import DkapproxError
 
-CONFIGS = Path(__file__).parents[2] / "cluster_configs"
+CONFIGS = Path(dkapprox.cluster.__file__).parent / "configs"  # the templates the package ships
 
 
 @pytest.mark.parametrize("name", ["local", "scheduler", "slurm", "pbs", "kubernetes"])

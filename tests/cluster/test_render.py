@@ -7,10 +7,11 @@ import dask_jobqueue as jobqueue
 import pytest
 import yaml
 
+import dkapprox.cluster
 from dkapprox.cluster import connect, load_config, parse_config, render
 from dkapprox.cluster._start import jobqueue_kwargs
 
-CONFIGS = Path(__file__).parents[2] / "cluster_configs"
+CONFIGS = Path(dkapprox.cluster.__file__).parent / "configs"  # the templates the package ships
 
 
 def test_slurm_script_carries_every_setting():
