@@ -37,7 +37,7 @@ import time
 
 from dask.callbacks import Callback
 
-__all__ = ["ENV", "MINIMUM_SECONDS", "compute", "setting", "where"]
+__all__ = ["ENV", "MINIMUM_SECONDS", "CountBar", "compute", "setting", "where"]
 
 #: The environment variable that switches progress displays: 0 (off), 1 (on), auto (the default).
 ENV = "DKAPPROX_PROGRESS"
@@ -285,19 +285,69 @@ class _WidgetBar(Callback):
         done, total = self._counts()
         if finished and not errored:
             done = total = max(total, 1)
-        elapsed = time.perf_counter() - self._started
         if self._widget is None:
-            from IPython.display import display
-            from ipywidgets import HTML, HBox, IntProgress, Layout
+            self._widget = _IntBar()
+        self._widget.draw(done, total, time.perf_counter() - self._started, finished, errored)
 
-            self._bar = IntProgress(min=0, max=max(total, 1), value=done, description="dask",
-                                    bar_style="info", layout=Layout(width="40%"))
-            self._label = HTML()
-            self._widget = HBox([self._bar, self._label])
-            display(self._widget)
+
+class _IntBar:
+    """An ipywidgets bar with a label, displayed once and updated in place."""
+
+    def __init__(self):
+        from IPython.display import display
+        from ipywidgets import HTML, HBox, IntProgress, Layout
+
+        self._bar = IntProgress(min=0, max=1, value=0, description="dask", bar_style="info",
+                                layout=Layout(width="40%"))
+        self._label = HTML()
+        display(HBox([self._bar, self._label]))
+
+    def draw(self, done, total, elapsed, finished=False, errored=False):
         self._bar.max = max(total, 1)
         self._bar.value = done
         status = "error" if errored else ("done" if finished else "running")
         self._label.value = f"{done} / {total} tasks, {elapsed:.1f} s, {status}"
         if finished:
             self._bar.bar_style = "danger" if errored else "success"
+
+
+class CountBar:
+    """Progress of ``total`` parts counted as they finish (a write's blocks under a distributed client).
+
+    distributed's own bars watch keys on the scheduler and wait until every
+    key is known there; a write releases each block as soon as it finishes, so
+    those bars could wait forever for a key already forgotten. This one is
+    told the count: a text bar drawn as dask's (on stderr on a terminal, in the
+    cell's output in a notebook without ipywidgets) or an ipywidgets bar.
+    Redrawn at most every 0.1 s; a display that fails never fails the work.
+    """
+
+    def __init__(self, total, place):
+        self.total, self.place, self._started, self._drawn = total, place, time.perf_counter(), 0.0
+        self._widget = None
+        self._text = place != "notebook" or not _has_ipywidgets()
+        self._broken = False
+
+    def update(self, done, *, finished=False, errored=False):
+        now = time.perf_counter()
+        if self._broken or (not finished and now - self._drawn < _WIDGET_DT):
+            return
+        self._drawn = now
+        try:
+            if self._text:
+                self._draw_text(done, now - self._started, finished)
+            else:
+                if self._widget is None:
+                    self._widget = _IntBar()
+                self._widget.draw(done, self.total, now - self._started, finished, errored)
+        except Exception:  # a broken widget library or a closed stream: stop drawing, keep working
+            self._broken = True
+
+    def _draw_text(self, done, elapsed, finished):
+        from dask.utils import format_time
+
+        stream = sys.stdout if self.place == "notebook" else sys.stderr
+        fraction = done / self.total if self.total else 1.0
+        stream.write(f"\r[{'#' * int(40 * fraction):<40}] | {int(100 * fraction)}% Completed | "
+                     f"{format_time(elapsed)}" + ("\n" if finished else ""))
+        stream.flush()

@@ -18,7 +18,9 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
     ProgressBar prints nothing under a distributed client), or its widget
-    when it is ``"notebook"`` (:func:`dkapprox._progress.where` says which). Work still queued
+    when it is ``"notebook"`` (:func:`dkapprox._progress.where` says which);
+    with ``parts``, a bar of the parts counted as they finish
+    (:class:`dkapprox._progress.CountBar`). Work still queued
     when this returns by an exception (Ctrl-C, a failure) is cancelled.
     ``memory`` is the check of a planned write (``PendingWrite.memory``), so
     that a worker death names the block and the rows per block that fit.
@@ -65,13 +67,21 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
             future.add_done_callback(functools.partial(_release_finished, released=released))
     try:
         with explain_worker_deaths(memory, objs=(lazy,), client=client):
-            if progress and futures:  # "notebook": distributed's widget; else its text bar on stderr
-                _progress.show_distributed(progress_bar, futures, "notebook" if progress == "notebook" else "terminal")
+            place = "notebook" if progress == "notebook" else "terminal"
             if parts is None:
+                if progress:  # "notebook": distributed's widget; else its text bar on stderr
+                    _progress.show_distributed(progress_bar, futures, place)
                 return futures[0].result()
-            for future in as_completed(futures):
+            # distributed's bars wait for every key to be known to the scheduler: a part released
+            # before they start would keep them waiting forever. A bar told the count instead.
+            bar = _progress.CountBar(len(futures), place) if progress and futures else None
+            for done, future in enumerate(as_completed(futures), 1):
                 if future.status != "finished" and future.key not in released:  # a released one reads cancelled
+                    if bar is not None:
+                        bar.update(done - 1, finished=True, errored=True)
                     future.result()  # raises its error (a cancelled one: CancelledError)
+                if bar is not None:
+                    bar.update(done, finished=done == len(futures))
             return len(parts)
     except CancelledError as exc:
         if getattr(exc, "reason", None) != "scheduler-connection-lost" and client.status == "running":
