@@ -7,8 +7,8 @@ pure NumPy block function over the row blocks of a dask array at
 
 from ._progress import compute
 from ._version import __version__ as __version__
-from .io import load, save
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
+from .models import load, save
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim

@@ -68,7 +68,7 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
             started = time.perf_counter()
             est.fit(X)
             echo(f"fit    {describe_model(est)} in {time.perf_counter() - started:.1f} s")
-            plan = plan_of("demo", input_path, None, X, est, io)
+            plan = plan_of("demo", input_path, None, X, est)
             report = write(client, est.transform(X), out_path, plan=plan, overwrite=False, progress=progress)
             Z = io.open_features(out_path)
             took = ("kept from an earlier run" if report is None else

@@ -46,9 +46,9 @@ def one_line(exc: BaseException) -> str:
 
 
 def refuse_existing_model(path, overwrite, storage_options=None):
-    """Fail before the fit, not after it, when saving would be refused (io.save has the final word)."""
+    """Fail before the fit, not after it, when saving would be refused (models.save has the final word)."""
     if path and "://" in str(path):
-        from .io.model_files import check_saveable
+        from .models.model_files import check_saveable
 
         check_saveable(path, overwrite=overwrite, storage_options=storage_options)
         return
@@ -163,14 +163,16 @@ def require_workers_see(input_path):
     require_shared(inputs=[locate(input_path)])
 
 
-def plan_of(command, input_path, component, X, model, io):
+def plan_of(command, input_path, component, X, model):
+    from .models import fingerprint
+
     return {
         "command": command,
         # the input's shape, dtype and content are its identity, recorded and compared by the store
         # (dkapprox.io._identity): rows appended to it are a refresh of this job, not another job
         "input": {"path": shown(input_path) if "://" in str(input_path) else os.path.abspath(input_path),
                   "component": component, "columns": int(X.shape[1])},
-        "model": io.fingerprint(model),
+        "model": fingerprint(model),
         "estimator": type(model).__name__,
         # features of other row blocks equal these only within the rounding bound (README:
         # "Precision"): another --block-rows is another job, never resumed into this one

@@ -313,7 +313,7 @@ def dkapprox(debug, quiet):
 def fit(input_path, method, n_components, gamma, random_state, params, component, model_path, overwrite,
         storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit an estimator on the Zarr array INPUT and save it to --out (no pickle)."""
-    from . import io
+    from . import models
 
     options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
@@ -325,9 +325,9 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
         started = time.perf_counter()
         est.fit(X)
         seconds = time.perf_counter() - started
-    io.save(est, model_path, overwrite=overwrite, storage_options=options)
+    models.save(est, model_path, overwrite=overwrite, storage_options=options)
     click.echo(f"fitted {describe_model(est)} on {shown(input_path)} ({X.shape[0]:,} x {X.shape[1]:,}) in "
-               f"{seconds:.1f} s; model: {shown(model_path)} ({io.fingerprint(est)})")
+               f"{seconds:.1f} s; model: {shown(model_path)} ({models.fingerprint(est)})")
 
 
 @dkapprox.command()
@@ -342,16 +342,16 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
               storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
               wait_timeout, refresh):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
-    from . import io
+    from . import models
 
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
     refuse_missing_bucket(out_path, options)
-    model = io.load(model_path, storage_options=options)
+    model = models.load(model_path, storage_options=options)
     X = open_input(input_path, component, block_rows, storage_options=options)
     features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
-    plan = plan_of("transform", input_path, component, X, model, io)
+    plan = plan_of("transform", input_path, component, X, model)
     with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
                         wait=wait, refresh=refresh, progress=_progress(progress),
@@ -372,7 +372,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
               overwrite, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
               start_timeout, wait, wait_timeout, refresh):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
-    from . import io
+    from . import models
 
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
@@ -388,8 +388,8 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
         est.fit(X)
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)
         if save_model:
-            io.save(est, save_model, overwrite=overwrite, storage_options=options)
-        plan = plan_of("featurize", input_path, component, X, est, io)
+            models.save(est, save_model, overwrite=overwrite, storage_options=options)
+        plan = plan_of("featurize", input_path, component, X, est)
         report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, storage_options=options,
                         wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression)
@@ -405,10 +405,14 @@ def info(path, as_json, storage_option_items):
     whether each input still matches the identity recorded when the store was written)."""
     import yaml
 
-    from . import io
+    from . import io, models
+    from .models.model_files import is_model_dir
 
-    described = io.describe(path, check_input=True,
-                            storage_options=parse_storage_options(storage_option_items) or None)
+    options = parse_storage_options(storage_option_items) or None
+    if is_model_dir(path, storage_options=options):
+        described = models.describe(path, storage_options=options)
+    else:
+        described = io.describe(path, check_input=True, storage_options=options)
     if as_json:
         click.echo(json.dumps(described, indent=2, sort_keys=True, default=str))
     else:

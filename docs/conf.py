@@ -148,13 +148,14 @@ def _external_link(app, env, node, contnode):
     return None
 
 
-PUBLIC_MODULES = ("dkapprox", "dkapprox.io", "dkapprox.linear_model", "dkapprox.metrics", "dkapprox.errors")
+PUBLIC_MODULES = ("dkapprox", "dkapprox.io", "dkapprox.models", "dkapprox.linear_model", "dkapprox.metrics",
+                  "dkapprox.errors")
 
 
 def _resolve_in_package(app, env, node, contnode):
     """Resolve a docstring's short or submodule reference to dkapprox's public page of the same object.
 
-    ``:func:`fingerprint``` in ``dkapprox.save`` (also ``dkapprox.io.save``), ``:obj:`classes_``` in a
+    ``:func:`fingerprint``` in ``dkapprox.save`` (also ``dkapprox.models.save``), ``:obj:`classes_``` in a
     class's Attributes: tried as a member of the class, then under each public module. A reference to
     a private module (``dkapprox.io._zarr_store``) stays code text: private modules have no page.
     """

@@ -23,7 +23,7 @@ from distributed import KilledWorker
 from distributed.comm import CommClosedError
 
 import dkapprox.cluster
-from dkapprox import io
+from dkapprox import io, models
 from dkapprox.cli import exit_code, main
 from dkapprox.kernel_approximation import RBFSampler
 from dkapprox.nystroem import Nystroem
@@ -121,7 +121,7 @@ def test_featurize_and_nystroem_equal_the_library(work, tmp_path):
     )
     assert rbf.returncode == 0 and nystroem.returncode == 0, (rbf.stderr, nystroem.stderr)
     # featurize = fit + transform: the same model, the same numbers
-    assert io.fingerprint(io.load(tmp_path / "m")) == io.fingerprint(io.load(work["model"]))
+    assert models.fingerprint(models.load(tmp_path / "m")) == models.fingerprint(models.load(work["model"]))
     np.testing.assert_array_equal(io.open_features(tmp_path / "f.zarr").compute(), expected_rbf(work["X"]))
     # Nystroem samples its landmarks over the whole store, as the library does on the same store
     est = Nystroem(n_components=50, kernel="rbf", gamma=0.2, random_state=3).fit(io.open_array(work["input"]))

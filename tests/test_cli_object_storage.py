@@ -19,7 +19,7 @@ import zarr
 from _rounding import transform_by_blocks
 from _s3 import ACCESS_KEY, REGION, SECRET_KEY
 
-from dkapprox import io
+from dkapprox import io, models
 from dkapprox._jobs import parse_storage_options
 
 ROWS, CHUNK = 2000, 250
@@ -69,7 +69,7 @@ def test_every_path_on_s3_without_aiohttp_noise(s3, s3_input):
         assert_quiet(result)
     assert "status: complete" in info_out.stdout and '"kind": "model"' in info_model.stdout
     assert "already complete for this job; nothing to do" in again.stdout
-    model = io.load("s3://data/model")
+    model = models.load("s3://data/model")
     assert io.open_features("s3://data/t.zarr").compute().tobytes() == \
         transform_by_blocks(model, s3_input, CHUNK).tobytes()  # the same blocks give the same bits
     failed = cli(env, "--debug", "info", "s3://nobucket/m")

@@ -19,7 +19,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_MODULES = ["dkapprox", "dkapprox.io", "dkapprox.linear_model", "dkapprox.metrics", "dkapprox.errors"]
+PUBLIC_MODULES = ["dkapprox", "dkapprox.io", "dkapprox.models", "dkapprox.linear_model", "dkapprox.metrics",
+                  "dkapprox.errors"]
 DOCS_PACKAGES = ["sphinx", "pydata_sphinx_theme", "numpydoc", "sphinx_gallery", "myst_parser"]
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
 

@@ -9,8 +9,9 @@ import dkapprox
 import dkapprox.io
 import dkapprox.linear_model
 import dkapprox.metrics
+import dkapprox.models
 
-MODULES = [dkapprox, dkapprox.io, dkapprox.linear_model, dkapprox.metrics]
+MODULES = [dkapprox, dkapprox.io, dkapprox.models, dkapprox.linear_model, dkapprox.metrics]
 PUBLIC = list({id(obj): obj for module in MODULES for obj in (getattr(module, name) for name in module.__all__)
                if callable(obj)}.values())
 

@@ -27,7 +27,7 @@ def test_all_lists_every_error_of_the_module():
 
 
 def test_no_module_but_errors_defines_an_exception():
-    # Interrupted (the CLI's SIGTERM/SIGINT, a BaseException) is control flow, not an error
+    # Interrupted (the CLI's SIGTERM/SIGINT, a BaseException) is control flow, not an error: ARCHITECTURE.md, 9.
     allowed = {("cli.py", "Interrupted")}
     found = []
     for path in PACKAGE.rglob("*.py"):
@@ -44,7 +44,7 @@ def test_no_module_but_errors_defines_an_exception():
 
 def test_old_import_locations_still_work():
     from dkapprox.cluster import ClusterConfigError, ClusterConnectError
-    from dkapprox.io._state_codec import StateError
+    from dkapprox.models._state_codec import StateError
 
     assert (ClusterConfigError, ClusterConnectError, StateError) == (
         errors.ClusterConfigError, errors.ClusterConnectError, errors.StateError)

@@ -7,9 +7,14 @@ besides itself. Every import counts, including those inside function bodies,
 which is where a cycle hides: ``ast`` finds them without running anything.
 
 Python runs a package's ``__init__`` before any of its modules, so importing
-``dkapprox.io._zarr_store`` also imports ``dkapprox.io``; that package imports
-nothing above it at import time (model files look up the estimator registry
-when they load), which the test of a fresh interpreter below checks.
+``dkapprox.io._zarr_store`` also imports all of ``dkapprox.io``: a package is
+one unit of import. So each package lies on one floor (all its modules in one
+layer), and the packages import each other without a cycle, imports inside
+functions included. That is why model files (above the estimators: they rebuild
+them from the registry) are ``dkapprox.models`` and not part of ``dkapprox.io``
+(below the estimators: ``_lazy`` opens Zarr input through it). What ``ast``
+cannot see, a package ``__init__`` pulling in more than its modules import, the
+test of a fresh interpreter below checks.
 """
 
 from __future__ import annotations
@@ -34,12 +39,11 @@ LAYERS = [
     ("helpers", ["dkapprox._sklearn_compat", "dkapprox._stats", "dkapprox._random", "dkapprox._xarray",
                  "dkapprox._system", "dkapprox._jit", "dkapprox._jit_kernels", "dkapprox._progress"],
      ["foundation"]),
-    # Zarr read (opened and checked before the engine sees an array) and clusters (worker deaths
-    # explained around a compute)
-    ("storage", ["dkapprox.io._zarr_store", "dkapprox.io._location", "dkapprox.io._common", "dkapprox.io._sessions",
-                 "dkapprox.io._identity"],
-     ["foundation", "engine", "helpers"]),
+    # clusters: configs to a client, worker deaths explained around a compute
     ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),
+    # Zarr and storage, all of dkapprox.io: input opened and checked before the engine sees it, features
+    # written (resumable, leased, on the cluster), stores verified and described; no estimator
+    ("storage", ["dkapprox.io"], ["foundation", "engine", "helpers", "cluster"]),
     # lazy input in, results out: wraps the engine with storage and cluster
     ("lazy", ["dkapprox._lazy"], ["foundation", "engine", "helpers", "storage", "cluster"]),
     # the estimators: state + block function; no dask code of their own
@@ -48,10 +52,10 @@ LAYERS = [
                     "dkapprox.linear_model", "dkapprox.metrics"],
      ["foundation", "engine", "helpers", "lazy"]),
     ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
-    # jobs: model files, writing features, describing stores
-    ("jobs", ["dkapprox.io"], ["foundation", "engine", "helpers", "storage", "cluster", "lazy", "registry"]),
+    # model files: the registry's estimators saved and rebuilt, through storage's locations
+    ("models", ["dkapprox.models"], ["foundation", "helpers", "storage", "registry"]),
     ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"],
-     ["foundation", "engine", "helpers", "storage", "cluster", "lazy", "estimators", "registry", "jobs"]),
+     ["foundation", "engine", "helpers", "cluster", "storage", "lazy", "estimators", "registry", "models"]),
 ]
 
 
@@ -128,13 +132,16 @@ def test_the_engine_is_a_leaf():
     assert not imports_of("dkapprox._graph", known["dkapprox._graph"], known)
 
 
-@pytest.mark.parametrize("module", ["dkapprox._graph", "dkapprox.errors", "dkapprox.cluster", "dkapprox.io"])
+@pytest.mark.parametrize("module", ["dkapprox._graph", "dkapprox.errors", "dkapprox.cluster", "dkapprox.io",
+                                    "dkapprox.models"])
 def test_a_low_layer_imports_without_the_layers_above_it(module):
     # what ast cannot see: a package __init__ that pulls in more than its modules import
     above = {"dkapprox._graph": ["dkapprox.io", "dkapprox.cluster", "dkapprox._base"],
              "dkapprox.errors": ["dkapprox._graph", "dkapprox.io"],
              "dkapprox.cluster": ["dkapprox.io", "dkapprox._base", "dkapprox._graph"],
-             "dkapprox.io": ["dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.nystroem"]}[module]
+             "dkapprox.io": ["dkapprox._lazy", "dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.nystroem",
+                             "dkapprox._registry", "dkapprox.models"],
+             "dkapprox.models": ["dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"]}[module]
     code = (f"import sys, importlib.util\n"
             f"spec = importlib.util.find_spec('dkapprox')\n"  # the package itself, without its __init__
             f"import types; pkg = types.ModuleType('dkapprox'); pkg.__path__ = list(spec.submodule_search_locations)\n"
@@ -145,22 +152,66 @@ def test_a_low_layer_imports_without_the_layers_above_it(module):
     assert out.strip() == "[]", out
 
 
-def test_no_two_modules_import_each_other_even_inside_functions():
-    # within a layer imports are free, but a cycle (a imports b imports a) is never needed
-    known = _modules()
-    edges = {m: {t for t, _ in imports_of(m, p, known) if t in known and t != m} for m, p in known.items()}
+def _cycles(edges) -> list[str]:
+    """Every cycle a depth-first walk of ``edges`` ({node: nodes it imports}) closes, as "a -> b -> a"."""
     cycles, state = [], {}
 
-    def visit(module, path):
-        state[module] = "open"
-        for target in sorted(edges[module]):
+    def visit(node, path):
+        state[node] = "open"
+        for target in sorted(edges.get(node, ())):
             if state.get(target) == "open":
                 cycles.append(" -> ".join(path[path.index(target):] + [target]))
             elif target not in state:
                 visit(target, path + [target])
-        state[module] = "done"
+        state[node] = "done"
 
-    for module in sorted(edges):
-        if module not in state:
-            visit(module, [module])
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_two_modules_import_each_other_even_inside_functions():
+    # within a layer imports are free, but a cycle (a imports b imports a) is never needed
+    known = _modules()
+    edges = {m: {t for t, _ in imports_of(m, p, known) if t in known and t != m} for m, p in known.items()}
+    cycles = _cycles(edges)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def package_of(module: str) -> str:
+    """The package (or top-level module) of dkapprox a module belongs to: dkapprox.io for dkapprox.io.writer."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_cycle_between_packages_even_inside_functions():
+    # importing any module of a package runs the package's __init__, which may import all of it: a
+    # cycle between packages (io -> _registry -> estimators -> _base -> _lazy -> io) is a cycle of
+    # modules waiting to happen, however lazily each single import is written
+    known = _modules()
+    edges, where = {}, {}
+    for module, path in known.items():
+        for target, line in imports_of(module, path, known):
+            source, dest = package_of(module), package_of(target)
+            if source != dest:
+                edges.setdefault(source, set()).add(dest)
+                where.setdefault((source, dest), f"{path.relative_to(PACKAGE.parent)}:{line}")
+    cycles = _cycles(edges)
+    shown = []
+    for cycle in cycles:
+        steps = cycle.split(" -> ")
+        shown.append(cycle + "\n    " + "\n    ".join(f"{a} -> {b}: {where[a, b]}" for a, b in zip(steps, steps[1:])))
+    assert not cycles, "import cycles between packages:\n" + "\n".join(shown)
+
+
+def test_every_package_lies_on_one_floor():
+    # a package split over two layers (Zarr access below the estimators, model files above them) is how
+    # a cycle between packages starts: every module of a package is in the package's own layer
+    known = _modules()
+    split = {}
+    for module in known:
+        split.setdefault(package_of(module), {}).setdefault(layer_of(module), []).append(module)
+    split = {package: floors for package, floors in split.items() if len(floors) > 1}
+    assert not split, "packages on more than one floor:\n" + "\n".join(
+        f"{package}: " + "; ".join(f"{layer}: {', '.join(sorted(ms))}" for layer, ms in floors.items())
+        for package, floors in sorted(split.items()))

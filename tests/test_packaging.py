@@ -45,7 +45,7 @@ COMPAT_SUBSET = [
     "tests/linear_model/test_lm_sample_weight.py",
     "tests/linear_model/test_lm_ridge_cv.py",
     "tests/nystroem/test_parity.py",
-    "tests/io/test_model_files.py",
+    "tests/models/test_model_files.py",
     "tests/test_metrics.py",
     # scikit-learn's own estimator checks: tags and checks differ between releases
     "tests/test_estimator_checks.py",

@@ -4,7 +4,7 @@ from _estimators import CHECKS, CONTRACT
 
 import dkapprox
 from dkapprox import _registry, cli
-from dkapprox.io._state_codec import public_estimators
+from dkapprox.models._state_codec import public_estimators
 
 
 def test_every_registered_estimator_is_configured():

@@ -1,4 +1,4 @@
-"""Storage: Zarr in and out (resumable, honest), model files without pickle.
+"""Storage: Zarr in and out (resumable, honest).
 
 This package is the only code in dkapprox that touches Zarr:
 
@@ -7,16 +7,17 @@ This package is the only code in dkapprox that touches Zarr:
 - :func:`write_features`: a dask array to a Zarr output store, one chunk per
   block, planned, resumable after any kill, marked complete last;
 - :func:`open_features`: read such a store back (complete ones only, by default);
-- :func:`describe`: a JSON description of a store or a model directory;
-- :func:`verify`: check a finished store against its recorded checksums and its input;
-- :func:`save`, :func:`load`, :func:`fingerprint`: model files without pickle.
+- :func:`describe`: a JSON description of a store (:func:`dkapprox.models.describe` for a model);
+- :func:`verify`: check a finished store against its recorded checksums and its input.
+
+It sits below the estimators (they open Zarr input through it), so it imports
+none of them: model files, which rebuild estimators, are :mod:`dkapprox.models`.
 """
 
 from ._verify import VerifyReport, verify
 from ._zarr_store import open_array, open_features
 from .describe import describe
-from .model_files import fingerprint, load, save
 from .writer import PendingWrite, WriteReport, write_features
 
-__all__ = ["PendingWrite", "VerifyReport", "WriteReport", "describe", "fingerprint", "load", "open_array",
-           "open_features", "save", "verify", "write_features"]
+__all__ = ["PendingWrite", "VerifyReport", "WriteReport", "describe", "open_array", "open_features", "verify",
+           "write_features"]

@@ -1,4 +1,4 @@
-"""describe(path): what a model directory, a dkapprox output store or a Zarr store holds, as JSON."""
+"""describe(path): what a dkapprox output store or another Zarr store holds, as JSON."""
 
 from __future__ import annotations
 
@@ -8,18 +8,15 @@ from ._lease import read_lease
 from ._location import locate
 from ._verify import input_status
 from ._zarr_store import FEATURES, blocks_done, open_node, output_attributes, reading
-from .model_files import describe_model, is_model_dir
 
 __all__ = ["describe"]
 
 
 def describe(path, *, check_input=False, storage_options=None) -> dict:
-    """A JSON-safe description of a model directory or a Zarr store (metadata only).
+    """A JSON-safe description of a Zarr store (metadata only).
 
     ``kind`` says which it is:
 
-    - ``"model"``: class, params, arrays (dtype, shape), state_bytes,
-      fingerprint, format and package versions (see :func:`dkapprox.io.save`);
     - ``"features"``: a dkapprox output store: shape, chunks, dtype,
       compression, status (``"writing"`` or ``"complete"``), blocks_total,
       blocks_done, plan, package_version, created and completed times, and
@@ -31,11 +28,14 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
     - ``"array"`` / ``"group"``: any other Zarr array (shape, chunks, dtype,
       zarr_format) or group (its arrays).
 
+    A model directory is described by :func:`dkapprox.models.describe`
+    (``dkapprox info PATH`` describes either).
+
     Raises
     ------
     InputMissingError
         Nothing at ``path``.
-    InputDataError, ModelFileError
+    InputDataError
         Broken metadata.
 
     Examples
@@ -49,10 +49,6 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
     ('features', 'complete', 2, [100, 4])
     """
     loc = locate(path, storage_options)
-    if loc.local and is_model_dir(loc.path):
-        return describe_model(loc.path)
-    if not loc.local and is_model_dir(path, storage_options=storage_options):
-        return describe_model(path, storage_options=storage_options)
     node, where = open_node(path, storage_options=storage_options)
     with reading(where):
         if hasattr(node, "shape"):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from test_cli import _start, cli, make_input
 
-from dkapprox import io
+from dkapprox import io, models
 from dkapprox.errors import IncompleteStoreError
 from dkapprox.kernel_approximation import RBFSampler
 
@@ -90,7 +90,7 @@ def _same_bytes(a, b):
 @pytest.mark.slow
 def test_sigkill_at_25_50_90_percent_then_reruns_write_only_missing_blocks_and_the_undisturbed_bytes(tmp_path):
     X = make_input(tmp_path / "x.zarr", rows=ROWS, features=16, chunk=BLOCK)
-    io.save(RBFSampler(n_components=256, gamma=0.5, random_state=0).fit(X), tmp_path / "model")
+    models.save(RBFSampler(n_components=256, gamma=0.5, random_state=0).fit(X), tmp_path / "model")
     (tmp_path / "procs.yaml").write_text("kind: local\nn_workers: 2\nthreads_per_worker: 1\ndashboard_address: null\n")
     job = ("transform", tmp_path / "x.zarr", "--model", tmp_path / "model", "--cluster", tmp_path / "procs.yaml")
     reference = _start(*job, "--out", tmp_path / "ref.zarr")  # undisturbed, beside the first run

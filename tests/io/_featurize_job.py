@@ -21,8 +21,9 @@ def slow(block, seconds):
 
 
 def main(source, out, seconds):
-    from dkapprox.io import fingerprint, open_array, write_features
+    from dkapprox.io import open_array, write_features
     from dkapprox.kernel_approximation import RBFSampler
+    from dkapprox.models import fingerprint
 
     X = open_array(source)
     est = RBFSampler(n_components=64, gamma=0.5, random_state=0).fit(X)

@@ -336,7 +336,7 @@ def test_a_listing_that_fails_half_way_is_one_line_exit_75_and_leaves_the_store_
     source, out, model = "s3://data/cut/in.zarr", str(tmp_path / "out.zarr"), str(tmp_path / "model")
     data = _data(0, rows=1_100, cols=4)
     _make(source, data, chunks=(1, 4))  # 1,100 chunk objects: two pages of a listing
-    from dkapprox.io import save
+    from dkapprox.models import save
 
     save(RBFSampler(n_components=16, gamma=0.5, random_state=0).fit(data), model)
     options = ["--storage-option", "config_kwargs.retries.max_attempts=1"]  # botocore gives up at once

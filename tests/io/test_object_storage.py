@@ -13,10 +13,11 @@ import pytest
 import s3fs
 from _s3 import SECRET_KEY
 
-from dkapprox import errors
-from dkapprox.io import describe, fingerprint, load, open_array, open_features, save, write_features
-from dkapprox.io.model_files import check_saveable, is_model_dir
+from dkapprox import errors, models
+from dkapprox.io import describe, open_array, open_features, write_features
 from dkapprox.kernel_approximation import RBFSampler
+from dkapprox.models import fingerprint, load, save
+from dkapprox.models.model_files import check_saveable, is_model_dir
 from dkapprox.nystroem import Nystroem
 from dkapprox.random_projection import SparseRandomProjection
 
@@ -51,7 +52,7 @@ def test_a_model_on_s3_is_the_local_model_byte_for_byte(s3, tmp_path):
     assert fingerprint(back) == local_fp
     assert back.transform(X).tobytes() == est.transform(X).tobytes()
     assert is_model_dir("s3://data/models/nystroem") and not is_model_dir("s3://data/models")
-    described = describe("s3://data/models/nystroem")
+    described = models.describe("s3://data/models/nystroem")
     assert described["kind"] == "model" and described["path"] == "s3://data/models/nystroem"
     assert described["fingerprint"] == local_fp
 
@@ -131,6 +132,8 @@ def test_missing_models_and_buckets_are_named(s3, tmp_path):
         load("s3://data/nothing")
     assert str(local.value) == f"{tmp_path / 'nothing'}: no such model directory"
     assert str(remote.value) == "s3://data/nothing: no such model directory"
+    with pytest.raises(errors.InputMissingError, match="s3://data/nothing: no such model directory"):
+        models.describe("s3://data/nothing")
     with pytest.raises(errors.InputMissingError, match="s3://data/nothing: "):
         describe("s3://data/nothing")
     with pytest.raises(errors.InputMissingError, match="no such model directory .the bucket 'nobucket' does not"):
@@ -178,7 +181,7 @@ def test_every_api_takes_storage_options_instead_of_the_environment(s3, monkeypa
     est = RBFSampler(n_components=16, random_state=0).fit(Xd)
     save(est, "s3://data/m", storage_options=options)
     model = load("s3://data/m", storage_options=options)
-    assert describe("s3://data/m", storage_options=options)["kind"] == "model"
+    assert models.describe("s3://data/m", storage_options=options)["kind"] == "model"
     report = write_features(model.transform(Xd), "s3://data/out.zarr", plan={"input": "s3://data/in.zarr"},
                             storage_options=options)
     assert report.blocks_written == 4

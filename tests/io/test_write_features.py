@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dkapprox.errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
-from dkapprox.io import describe, fingerprint, open_array, open_features, write_features
+from dkapprox.io import describe, open_array, open_features, write_features
 from dkapprox.io.writer import _storable
 from dkapprox.kernel_approximation import RBFSampler
+from dkapprox.models import fingerprint
 
 BUDGET = {"blocks": None}  # blocks computed before every further one raises (an interrupted job)
 

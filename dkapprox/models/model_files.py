@@ -37,8 +37,8 @@ import uuid
 import numpy as np
 
 from ..errors import InputMissingError, ModelFileError, OutputExistsError, StateError
-from ._common import canonical_json, package_version, utc_now
-from ._location import OBJECT_STORES, locate, missing_bucket
+from ..io._common import canonical_json, package_version, utc_now
+from ..io._location import OBJECT_STORES, locate, missing_bucket
 from ._state_codec import Decoder, Encoder, check_array_name
 
 FORMAT = "dkapprox-model"
@@ -47,7 +47,7 @@ MODEL_JSON = "model.json"
 ARRAYS = "arrays"
 MAX_JSON_BYTES = 64 * 2**20
 
-__all__ = ["check_saveable", "describe_model", "fingerprint", "is_model_dir", "load", "save"]
+__all__ = ["check_saveable", "describe", "fingerprint", "is_model_dir", "load", "save"]
 
 
 def fingerprint(estimator) -> str:
@@ -67,7 +67,7 @@ def fingerprint(estimator) -> str:
     --------
     >>> import numpy as np
     >>> from dkapprox.kernel_approximation import RBFSampler
-    >>> from dkapprox.io import fingerprint
+    >>> from dkapprox.models import fingerprint
     >>> X = np.ones((4, 3))
     >>> a = RBFSampler(random_state=0).fit(X)
     >>> fingerprint(a) == fingerprint(RBFSampler(random_state=0).fit(X))
@@ -118,7 +118,7 @@ def save(estimator, path, *, overwrite=False, storage_options=None):
     --------
     >>> import numpy as np, tempfile
     >>> from dkapprox.kernel_approximation import RBFSampler
-    >>> from dkapprox.io import load, save
+    >>> from dkapprox.models import load, save
     >>> X = np.random.default_rng(0).random((10, 3))
     >>> est = RBFSampler(n_components=8, random_state=0).fit(X)
     >>> path = tempfile.mkdtemp() + "/rbf"
@@ -174,7 +174,7 @@ def load(path, *, storage_options=None):
     --------
     >>> import numpy as np, tempfile
     >>> from dkapprox.random_projection import GaussianRandomProjection
-    >>> from dkapprox.io import fingerprint, load, save
+    >>> from dkapprox.models import fingerprint, load, save
     >>> est = GaussianRandomProjection(n_components=2, random_state=0).fit(np.eye(5))
     >>> path = tempfile.mkdtemp() + "/projection"
     >>> _ = save(est, path)
@@ -213,8 +213,33 @@ def is_model_dir(path, *, storage_options=None) -> bool:
     return folder.isfile(MODEL_JSON)
 
 
-def describe_model(path, *, storage_options=None) -> dict:
-    """What :func:`dkapprox.io.describe` says of a model directory (reads model.json only)."""
+def describe(path, *, storage_options=None) -> dict:
+    """A JSON-safe description of a model directory, read from its model.json alone.
+
+    ``kind`` is ``"model"``; then class, params, arrays (dtype, shape),
+    n_features_in, state_bytes, fingerprint, format and package versions, and
+    when it was saved. No array is read: :func:`load` checks them.
+    ``dkapprox info PATH`` prints this for a model directory, and
+    :func:`dkapprox.io.describe` for a Zarr store.
+
+    Raises
+    ------
+    InputMissingError
+        Nothing at ``path``.
+    ModelFileError
+        Not a model directory, an unknown format version, or broken JSON.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from dkapprox.kernel_approximation import RBFSampler
+    >>> from dkapprox.models import describe, save
+    >>> path = tempfile.mkdtemp() + "/rbf"
+    >>> _ = save(RBFSampler(n_components=8, random_state=0).fit(np.ones((4, 3))), path)
+    >>> d = describe(path)
+    >>> d["kind"], d["class"], d["n_features_in"], d["arrays"]["random_weights_"]
+    ('model', 'RBFSampler', 3, {'dtype': 'float64', 'shape': [3, 8]})
+    """
     folder = _folder(path, storage_options)
     path = folder.name
     document = _read_document(folder)

@@ -15,11 +15,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 from sklearn.linear_model import SGDRegressor
 
+from dkapprox import io
 from dkapprox.errors import InputMissingError, ModelFileError, OutputExistsError
-from dkapprox.io import describe, fingerprint, load, save
-from dkapprox.io._state_codec import public_estimators
 from dkapprox.kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from dkapprox.linear_model import Incremental, Ridge, RidgeClassifier, RidgeCV
+from dkapprox.models import describe, fingerprint, load, save
+from dkapprox.models._state_codec import public_estimators
 from dkapprox.nystroem import Nystroem
 from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeatures
 from dkapprox.random_projection import GaussianRandomProjection, SparseRandomProjection
@@ -110,7 +111,7 @@ def test_pickle_and_clone_still_work(tmp_path):
 
 def test_fingerprint_is_stable_across_processes_and_sensitive(tmp_path):
     est = RBFSampler(n_components=10, random_state=3).fit(X64)
-    code = ("import numpy as np; from dkapprox.io import fingerprint; "
+    code = ("import numpy as np; from dkapprox.models import fingerprint; "
             "from dkapprox.kernel_approximation import RBFSampler; "
             "X = np.random.default_rng(0).random((60, 9)); "
             "print(fingerprint(RBFSampler(n_components=10, random_state=3).fit(X)))")
@@ -279,3 +280,6 @@ def test_describe_a_model(tmp_path):
     assert d["arrays"]["components_"] == {"dtype": "float32", "shape": [12, 9]}
     assert d["state_bytes"] == sum(v.nbytes for v in vars(est).values() if isinstance(v, np.ndarray))
     assert d["fingerprint"] == fingerprint(est) and d["format_version"] == 1
+    # dkapprox.io describes Zarr stores only (it sits below the estimators); `dkapprox info` describes either
+    with pytest.raises(InputMissingError, match="no Zarr array or group there"):
+        io.describe(tmp_path / "m")

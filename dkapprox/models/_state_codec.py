@@ -27,6 +27,7 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
+from .._registry import by_name
 from .._sklearn_compat import get_param_names
 from ..errors import StateError
 
@@ -39,8 +40,6 @@ _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices"
 
 def public_estimators() -> dict:
     """Name -> class for dkapprox's public estimator classes: the registry's, and nothing else."""
-    from .._registry import by_name  # imported when a model is saved or loaded: the estimators sit above io
-
     return by_name()
 
 
