@@ -258,7 +258,8 @@ def test_a_killed_holders_lease_is_taken_over_at_once_on_this_host(where):
 def test_a_lease_of_another_host_is_refused_until_it_expires_then_taken_over(where):
     kind, out = where
     Z = da.ones((40, 4), chunks=(10, 4))
-    _write_doc(out, _foreign_doc(seconds=2.0))
+    # 6 s: both refusals below must come before it expires (on S3 under load each call took over 1 s)
+    _write_doc(out, _foreign_doc(seconds=6.0))
     with pytest.raises(StoreBusyError) as caught:
         write_features(Z, out, plan={"job": 1})
     message = str(caught.value)
