@@ -109,3 +109,14 @@ def interleaved(fns, repeats):
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+@contextmanager
+def s3_bucket(name="bench"):
+    """A bucket on the tests' S3 server (moto on loopback, tests/_s3.py) with its credentials in the environment."""
+    from _s3 import MotoServer
+
+    with MotoServer() as server:
+        server.make_bucket(name)
+        with server.environment():
+            yield f"s3://{name}"

@@ -38,6 +38,8 @@ import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _common import s3_bucket  # noqa: E402
+
 from dkapprox import io  # noqa: E402
 from dkapprox._jobs import _finished_same_job  # noqa: E402
 from dkapprox.io._location import locate  # noqa: E402
@@ -128,16 +130,6 @@ def curve(client, base, rows, counts, label):
         print("| " + " | ".join(row(client, base, rows, n)) + " |", flush=True)
 
 
-@contextlib.contextmanager
-def _s3():
-    from _s3 import MotoServer
-
-    with MotoServer() as server:
-        server.make_bucket("bench")
-        with server.environment():
-            yield "s3://bench"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -151,7 +143,7 @@ def main(argv=None):
     from distributed import Client, LocalCluster
 
     # the S3 server first: the workers read its AWS_* variables when they start
-    with _s3() as bucket, LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+    with s3_bucket() as bucket, LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         local = tempfile.mkdtemp(prefix="bench-blocks-")
         try:

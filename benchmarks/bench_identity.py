@@ -17,7 +17,6 @@ Ratios are printed beside the times; absolute times on a shared machine are nois
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import sys
@@ -30,6 +29,8 @@ import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _common import s3_bucket  # noqa: E402
 
 from dkapprox.io import open_array, open_features, verify, write_features  # noqa: E402
 from dkapprox.io._identity import identify  # noqa: E402
@@ -114,16 +115,6 @@ class _Skip(Exception):
     pass
 
 
-@contextlib.contextmanager
-def _s3():
-    from _s3 import MotoServer
-
-    with MotoServer() as server:
-        server.make_bucket("bench")
-        with server.environment():
-            yield "s3://bench"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, nargs="*", default=[1_000, 10_000, 100_000])
@@ -150,7 +141,7 @@ def main(argv=None):
         pass
     finally:
         shutil.rmtree(local, ignore_errors=True)
-    with _s3() as bucket:
+    with s3_bucket() as bucket:
         if not args.refresh_only:
             identity_costs(bucket, args.s3_chunks, "S3 test server", args.s3_job_limit)
         refresh_costs(bucket + "/refresh", args.s3_rows, "S3 test server")
