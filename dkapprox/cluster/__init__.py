@@ -2,8 +2,9 @@
 
 A config is a small YAML file with a ``kind``: ``local`` (LocalCluster),
 ``scheduler`` (an existing scheduler, TLS optional), ``slurm`` and ``pbs``
-(dask-jobqueue, the ``jobqueue`` extra) or ``kubernetes`` (dask-kubernetes,
-the ``kubernetes`` extra). Files are read with ``yaml.safe_load`` and checked
+(dask-jobqueue, the ``jobqueue`` extra), ``kubernetes`` (dask-kubernetes,
+the ``kubernetes`` extra) or ``cuda`` (dask-cuda's LocalCUDACluster, one
+single-threaded worker per GPU, the ``gpu`` extra). Files are read with ``yaml.safe_load`` and checked
 against a schema per kind; unknown keys are refused by name. A template of each
 kind ships with the package (``configs/``): :func:`template_names`, :func:`template`,
 ``dkapprox cluster-config NAME``.

@@ -89,6 +89,12 @@ def parse_config(text: str, source: str = "<config>") -> ClusterConfig:
             raise ClusterConfigError(f"{source}: {exc}") from None
     if kind == "kubernetes" and "n_workers" in options and "adapt" in options:
         raise ClusterConfigError(f"{source}: give either 'n_workers' or 'adapt', not both")
+    if kind == "cuda":
+        devices, workers = options.get("CUDA_VISIBLE_DEVICES"), options.get("n_workers")
+        if devices is not None and workers is not None and workers > len(devices):
+            raise ClusterConfigError(
+                f"{source}: n_workers ({workers}) is more than the GPUs in CUDA_VISIBLE_DEVICES "
+                f"({len(devices)}): dask-cuda runs one worker per GPU")
     return ClusterConfig(kind, options, source)
 
 

@@ -146,6 +146,85 @@ LOCAL = {
     "local_directory": Field(optional(string), "where workers spill to disk"),
 }
 
+#: dask-cuda runs one thread per GPU worker; with more, computations have failed intermittently
+DASK_CUDA_THREADS_ISSUE = "https://github.com/rapidsai/dask-cuda/issues/1262"
+
+
+def one_thread(where, value):
+    """threads_per_worker of a 'cuda' cluster: 1, the only value dask-cuda supports."""
+    if isinstance(value, bool) or not isinstance(value, int) or value != 1:
+        raise ClusterConfigError(
+            f"{where} must be 1 for a 'cuda' cluster (got {value!r}): dask-cuda runs one thread per "
+            f"GPU worker, and more have failed intermittently (dask-cuda #1262, {DASK_CUDA_THREADS_ISSUE}); "
+            "for more parallelism give the cluster more GPUs"
+        )
+    return value
+
+
+def device_size(where, value):
+    """GPU memory: a fraction of the device's (0 < x <= 1) or a byte size such as '16GiB'."""
+    if isinstance(value, float):
+        if not 0 < value <= 1:
+            _fail(where, "a fraction of the GPU's memory in (0, 1] such as 0.8, or a byte size such as '16GiB'",
+                  value)
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        _fail(where, "a fraction of the GPU's memory such as 0.8, or a byte size such as '16GiB'", value)
+    return byte_size(where, value)
+
+
+def device_memory_limit(where, value):
+    """dask-cuda's spilling threshold; 'auto' or 0: no spilling, the whole GPU."""
+    if value == "auto" or (value == 0 and not isinstance(value, bool)):
+        return value
+    return device_size(where, value)
+
+
+def cuda_devices(where, value):
+    """GPUs by index or UUID: '0,1', 0 or [0, 1] (UUIDs: 'GPU-...', 'MIG-...'); returned as a list."""
+    expected = "GPU indices or UUIDs, such as '0,1' or [0, 1]"
+    if isinstance(value, bool):
+        _fail(where, expected, value)
+    if isinstance(value, int):
+        items = [value]
+    elif isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+    elif isinstance(value, list) and value:
+        items = list(value)
+    else:
+        _fail(where, expected, value)
+    devices = []
+    for item in items:
+        if isinstance(item, str) and item.isdigit():
+            item = int(item)
+        if isinstance(item, bool) or not (
+            (isinstance(item, int) and item >= 0)
+            or (isinstance(item, str) and item.startswith(("GPU-", "MIG-")))
+        ):
+            _fail(where, expected, value)
+        if item in devices:
+            raise ClusterConfigError(f"{where} names GPU {item!r} twice (got {value!r}): "
+                                     "dask-cuda runs one worker per GPU")
+        devices.append(item)
+    return devices
+
+
+CUDA = {
+    "n_workers": Field(optional(integer(1)), "GPU workers (default null: one per visible GPU)"),
+    "threads_per_worker": Field(one_thread, "must be 1: one thread per GPU worker (dask-cuda #1262)"),
+    "memory_limit": Field(memory_limit, "host memory per worker, e.g. '16GiB', or 'auto' "
+                                        "(machine memory / workers)"),
+    "device_memory_limit": Field(optional(device_memory_limit), "GPU memory per worker before it spills to "
+                                                                "host memory: e.g. 0.8 or '30GiB'; 'auto': "
+                                                                "no spilling"),
+    "CUDA_VISIBLE_DEVICES": Field(optional(cuda_devices), "the GPUs to use, e.g. '0,1' or [0, 1] "
+                                                          "(default: all visible)"),
+    "rmm_pool_size": Field(optional(device_size), "an RMM memory pool per worker, e.g. '24GiB' or 0.9 "
+                                                  "(needs RAPIDS's rmm)"),
+    "dashboard_address": Field(optional(string), "e.g. ':8787'; null for no dashboard"),
+    "local_directory": Field(optional(string), "where workers spill to disk"),
+}
+
 SCHEDULER = {
     "address": Field(string, "e.g. 'tls://scheduler.example.org:8786'", required=True),
     "timeout": Field(duration, "how long to try connecting (default '30s')"),
@@ -212,4 +291,4 @@ KUBERNETES = {
 }
 
 SCHEMAS = {"local": LOCAL, "scheduler": SCHEDULER, "slurm": SLURM, "pbs": PBS,
-           "kubernetes": KUBERNETES}
+           "kubernetes": KUBERNETES, "cuda": CUDA}

@@ -56,7 +56,8 @@ def render(config: ClusterConfig) -> str:
 
     slurm/pbs: the batch script dask-jobqueue writes for each job (the
     scheduler address is a placeholder until the scheduler starts);
-    kubernetes: the DaskCluster resource as YAML; local/scheduler: a summary.
+    kubernetes: the DaskCluster resource as YAML; local/cuda/scheduler: a summary
+    (cuda: without importing dask-cuda, so it works on a machine without it).
     """
     if config.kind in ("slurm", "pbs"):
         jq = _require(config.kind)
@@ -86,23 +87,40 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
+def local_kwargs(options: dict, worker_log_level) -> dict:
+    """Constructor keywords of LocalCluster (and LocalCUDACluster, a LocalCluster of GPU workers)."""
+    kw = dict(options, silence_logs=worker_log_level)
+    kw.setdefault("threads_per_worker", 1)
+    kw.setdefault("dashboard_address", ":8787")
+    if kw["dashboard_address"] is None:
+        # the scheduler serves /health on 8787 even without a dashboard; any free port will do
+        kw["dashboard_address"] = None
+        kw["scheduler_kwargs"] = {"dashboard_address": ":0"}
+    return kw
+
+
+def _start_local(cls, kw):
+    with warnings.catch_warnings():
+        # "Port 8787 is already in use ... Hosting on port N instead": the link we log has N
+        warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+        return cls(**kw)
+
+
 def _start_cluster(config: ClusterConfig, worker_log_level, start_timeout=None):
     """The cluster object for a config (None for an existing scheduler)."""
     opts = config.options
     if config.kind == "local":
         from distributed import LocalCluster
 
-        kw = dict(opts, silence_logs=worker_log_level)
-        kw.setdefault("threads_per_worker", 1)
-        kw.setdefault("dashboard_address", ":8787")
-        if kw["dashboard_address"] is None:
-            # the scheduler serves /health on 8787 even without a dashboard; any free port will do
-            kw["dashboard_address"] = None
-            kw["scheduler_kwargs"] = {"dashboard_address": ":0"}
-        with warnings.catch_warnings():
-            # "Port 8787 is already in use ... Hosting on port N instead": the link we log has N
-            warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
-            return LocalCluster(**kw)
+        return _start_local(LocalCluster, local_kwargs(opts, worker_log_level))
+    if config.kind == "cuda":
+        # dask_cuda only now, never at import: without it this is a MissingPackageError (exit 69)
+        dask_cuda = _require("cuda")
+        # one single-threaded worker per GPU (threads_per_worker is checked to be 1: dask-cuda #1262);
+        # n_workers/device_memory_limit/CUDA_VISIBLE_DEVICES/rmm_pool_size: null means dask-cuda's default
+        kw = {k: v for k, v in local_kwargs(opts, worker_log_level).items()
+              if v is not None or k == "dashboard_address"}
+        return _start_local(dask_cuda.LocalCUDACluster, kw)
     if config.kind in ("slurm", "pbs"):
         from . import _jobqueue
 
@@ -148,7 +166,7 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
         config = ClusterConfig("scheduler", {"address": scheduler}, "--scheduler")
     config = config or default_config()
     with contextlib.ExitStack() as stack:
-        if config.kind == "local":
+        if config.kind in ("local", "cuda"):  # LocalCUDACluster is a LocalCluster too
             stack.enter_context(dask.config.set(KEEP_NANNIES))
         yield from _connected(config, worker_log_level, start_timeout)
 
