@@ -28,7 +28,7 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _graph, _lazy, _xarray
+from . import _graph, _lazy, _xarray, _xp
 from ._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
 from ._validation import BlockCheck, check_input
 
@@ -69,7 +69,9 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """
         self._validate_params()
         X = self._check(X, reset=True)
-        self._fit(X)
+        # the state is drawn on the driver with NumPy: an array on a device (CuPy) is copied to the
+        # host for the fit's statistics, and the fitted attributes are NumPy arrays, as after any fit
+        self._fit(_xp.to_numpy(X))
         return self
 
     def transform(self, X):
@@ -77,13 +79,16 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         Parameters
         ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        X : {ndarray, sparse matrix, dask array, zarr array, array-API array} of shape (n_samples, n_features)
             NumPy or sparse input is transformed now; dask (or zarr) input gives
             a lazy dask array with one task per row block and nothing computed.
+            An array of another array-API namespace (CuPy) is transformed in
+            that namespace, on its device; so are the blocks of a dask array
+            of CuPy chunks.
 
         Returns
         -------
-        X_new : ndarray, sparse matrix or dask array of shape (n_samples, n_features_out)
+        X_new : ndarray, sparse matrix, dask array or array of X's namespace, of shape (n_samples, n_features_out)
 
         Notes
         -----
@@ -120,7 +125,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def _transform(self, X, X_orig, *, block_fn=None, state=None, n_out=None, name="transform"):
         block_fn = block_fn or type(self)._block_fn
-        state = self._state(X.dtype) if state is None else state
+        state = self._state(_xp.numpy_dtype(X)) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
         if not _lazy.is_lazy(X):
             out = self._wrap(block_fn(X, state), _xarray.data_of(X_orig))

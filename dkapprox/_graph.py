@@ -25,6 +25,7 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
+from dask.array.utils import meta_from_array
 from dask.base import tokenize
 
 __all__ = ["SizedState", "map_rows", "reduce_aligned_rows", "row_sizes", "take_rows", "tree_reduce"]
@@ -72,7 +73,10 @@ def ship(state):
 
 
 def _run_block(block, state, block_fn, check):
-    block, state = byte_aligned(block), byte_aligned(state)
+    if isinstance(block, np.ndarray) or sp.issparse(block):
+        block, state = byte_aligned(block), byte_aligned(state)
+    # a block of another namespace (CuPy on a GPU) gets the state as shipped: the block function
+    # copies it to the device once per process, keyed by this very object (dkapprox._xp.state_on)
     if check is not None:
         check(block)
     return block_fn(block, state)
@@ -159,8 +163,10 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
     token = tokenize(X.name, shipped.key, block_fn, check, tail, np.dtype(dtype).str, sparse)
     if sparse:
         meta = sp.csr_matrix((0,) + tail, dtype=dtype)
-    else:
+    elif type(X._meta) is np.ndarray:
         meta = np.empty((0,) + tail, dtype=dtype)
+    else:  # CuPy chunks give CuPy blocks out: the meta says so (dask infers it wrongly at times, dask #6493)
+        meta = meta_from_array(X._meta, ndim=1 + len(tail), dtype=dtype)
     extra = {"drop_axis": 1} if not tail else {}
     return da.map_blocks(
         _run_block,

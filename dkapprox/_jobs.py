@@ -163,10 +163,10 @@ def require_workers_see(input_path):
     require_shared(inputs=[locate(input_path)])
 
 
-def plan_of(command, input_path, component, X, model):
+def plan_of(command, input_path, component, X, model, device="cpu"):
     from .models import fingerprint
 
-    return {
+    plan = {
         "command": command,
         # the input's shape, dtype and content are its identity, recorded and compared by the store
         # (dkapprox.io._identity): rows appended to it are a refresh of this job, not another job
@@ -178,6 +178,24 @@ def plan_of(command, input_path, component, X, model):
         # "Precision"): another --block-rows is another job, never resumed into this one
         "block_rows": int(X.chunks[0][0]),
     }
+    if device != "cpu":  # a GPU's features equal the CPU's within the rounding bound only: another job
+        plan["device"] = device
+    return plan
+
+
+def on_device(X, device):
+    """``(blocks, back)``: X's blocks on ``device`` and the function that brings features back to the host.
+
+    ``cpu`` changes nothing. ``cuda`` copies each block to its worker's GPU in its task (Zarr is
+    read on the host), and the features back to the host for the writer; CuPy and a GPU are
+    checked first (:func:`dkapprox._xp.require_cuda`), so a machine without them fails before
+    any cluster starts, never computing on the CPU in silence.
+    """
+    from . import _xp
+
+    if device == "cpu":
+        return X, lambda Z: Z
+    return _xp.cuda_blocks(X), _xp.host_blocks
 
 
 def describe_model(est):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from . import _xp
+
 
 def moments(block):
     """(count, mean, M2, n_nonfinite) of all the entries of one block."""
@@ -22,6 +24,15 @@ def moments(block):
         # zeros not stored contribute (0 - mean)^2 each
         m2 = ((data - mean) ** 2).sum() + (n - data.size) * mean * mean
         return n, float(mean), float(m2), bad
+    xp = _xp.namespace(block)
+    if xp is not None:  # a CuPy block: reduced on its device, four numbers come back
+        values = xp.reshape(xp.astype(block, xp.float64), (-1,))
+        n = values.shape[0]
+        bad = int(xp.sum(xp.astype(~xp.isfinite(values), xp.int64)))
+        if n == 0:
+            return 0, 0.0, 0.0, bad
+        mean = xp.mean(values)
+        return n, float(mean), float(xp.sum((values - mean) ** 2)), bad
     values = np.asarray(block, dtype=np.float64)
     n = values.size
     bad = int(np.count_nonzero(~np.isfinite(values)))

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
-from . import _graph, _lazy
+from . import _graph, _lazy, _xp
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -27,6 +27,9 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     NumPy input is validated eagerly by scikit-learn; dask (and zarr) input by
     metadata, cast lazily to a float dtype as scikit-learn would cast it.
     """
+    if _xp.namespace(X) is not None:
+        return _check_device_array(estimator, X, reset=reset, ensure_non_negative=ensure_non_negative,
+                                   dtype=dtype)
     if not _lazy.is_lazy(X):
         return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse or False,
                              ensure_non_negative=ensure_non_negative, dtype=dtype, copy=copy)
@@ -75,6 +78,37 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     return X
 
 
+def _check_device_array(estimator, X, *, reset, ensure_non_negative, dtype):
+    """An array of another namespace (CuPy, array-api-strict), checked where it lives.
+
+    Its shape and dtype as scikit-learn checks them; its values by one reduction on its
+    device (:class:`BlockCheck`), so that nothing is copied to the host unless it is bad.
+    Integer and bool arrays become float64, as scikit-learn casts them.
+    """
+    name = type(estimator).__name__
+    xp = _xp.namespace(X)
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {X.ndim}D array instead (array of shape {tuple(X.shape)}). "
+            "Reshape your data either using array.reshape(-1, 1) if your data has a single "
+            "feature or array.reshape(1, -1) if it contains a single sample."
+        )
+    kind = _xp.numpy_dtype(X).kind
+    if kind not in "biuf":
+        raise ValueError(f"dtype {X.dtype} is not supported by {name}: convert the array to float64 or float32.")
+    if dtype is not None and _xp.numpy_dtype(X) not in [np.dtype(d) for d in dtype]:
+        X = xp.astype(X, getattr(xp, np.dtype(dtype[0]).name))
+    for size, what in ((X.shape[0], "sample"), (X.shape[1], "feature")):
+        if size == 0:
+            raise ValueError(f"Found array with 0 {what}(s) (shape={tuple(X.shape)}) while a minimum of 1 is "
+                             f"required by {name}.")
+    check_n_features(estimator, X.shape[1], reset=reset)
+    if reset and hasattr(estimator, "feature_names_in_"):
+        del estimator.feature_names_in_
+    BlockCheck(name, non_negative=ensure_non_negative)(X)
+    return X
+
+
 def check_n_features(estimator, n_features, *, reset):
     if reset:
         estimator.n_features_in_ = int(n_features)
@@ -100,6 +134,16 @@ class BlockCheck:
     def __call__(self, block):
         if 0 in block.shape:  # an empty block (zero-row chunks are legal) has no value to check,
             return  # and check_non_negative's min() of it would raise NumPy's zero-size error
+        xp = _xp.namespace(block)
+        if xp is not None:
+            # checked on its device, one reduction each; only a bad block is copied to the host,
+            # where scikit-learn's own checks below raise their own messages
+            fine = ((not self.finite or bool(xp.all(xp.isfinite(block))))
+                    and (not self.non_negative or not bool(xp.any(block < 0)))
+                    and (self.greater_than is None or not bool(xp.any(block <= self.greater_than))))
+            if fine:
+                return
+            block = _xp.to_numpy(block)
         if self.finite:
             assert_all_finite(block, input_name="X", estimator_name=self.estimator_name)
         if self.non_negative:

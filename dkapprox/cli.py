@@ -9,7 +9,8 @@ retry from a fix:
 2     usage: unknown option, method or estimator parameter
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model
 66    input missing: no store, array or model at the path
-69    unavailable: a URL's protocol needs a package that is not installed (the message names it)
+69    unavailable: a URL's protocol needs a package that is not installed (the message names it), or
+      --device cuda finds no CuPy or no GPU
 73    cannot create the output: it exists (use --overwrite) or belongs to another job; or its
       input changed since it was written (the message names how many chunks and which rows:
       --refresh rewrites only those blocks, --overwrite starts over; a shrunk input, other
@@ -52,6 +53,7 @@ from ._jobs import (
     METHODS,
     describe_model,
     make_estimator,
+    on_device,
     one_line,
     open_input,
     parse_storage_options,
@@ -96,7 +98,7 @@ def exit_code(exc: BaseException) -> int:
         return 128 + exc.signum
     if isinstance(exc, errors.ClusterConfigError):
         return EXIT_CONFIG
-    if isinstance(exc, errors.MissingPackageError):
+    if isinstance(exc, (errors.MissingPackageError, errors.DeviceUnavailableError)):
         return EXIT_UNAVAILABLE
     if isinstance(exc, (errors.TemporaryFailure, errors.ClusterConnectError, ConnectionError, TimeoutError,
                         KilledWorker, CommClosedError)):
@@ -212,6 +214,10 @@ def storage_options(fn):
 
 
 def write_options(fn):
+    fn = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                      help="Where blocks are computed: cuda reads Zarr on the host, computes each block on its "
+                           "worker's GPU (CuPy) and writes from the host; without CuPy or a GPU it exits 69. "
+                           "See `dkapprox cluster-config cuda`.")(fn)
     fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
                       help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
                            "(implies --wait; --wait alone waits up to a day).")(fn)
@@ -280,7 +286,7 @@ def dkapprox(debug, quiet):
     """Kernel approximation and random projection on Zarr data far larger than memory.
 
     Exit codes: 0 done, 2 usage, 65 bad input data (verify: the store
-    failed its checks), 66 input missing, 69 a package a URL needs is missing,
+    failed its checks), 66 input missing, 69 a package a URL needs is missing (or CuPy or a GPU for --device cuda),
     73 output exists or belongs to another job, or its input changed since it
     was written (--refresh rewrites only what changed), 74 I/O error, 75 temporary failure
     (rerun; lower --block-rows if workers ran out of memory; another run is
@@ -340,7 +346,7 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @cluster_options
 def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
               storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
-              wait_timeout, refresh):
+              wait_timeout, refresh, device):
     """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
     from . import models
 
@@ -350,8 +356,9 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
     X = open_input(input_path, component, block_rows, storage_options=options)
-    features = model.transform(X)  # lazy: a wrong width fails here, before a cluster starts
-    plan = plan_of("transform", input_path, component, X, model)
+    blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here
+    features = back(model.transform(blocks))  # lazy: a wrong width fails here, before a cluster starts
+    plan = plan_of("transform", input_path, component, X, model, device)
     with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
                         wait=wait, refresh=refresh, progress=_progress(progress),
@@ -370,7 +377,7 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
               overwrite, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
-              start_timeout, wait, wait_timeout, refresh):
+              start_timeout, wait, wait_timeout, refresh, device):
     """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish)."""
     from . import models
 
@@ -382,16 +389,17 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     refuse_existing_model(save_model, overwrite, options)
     refuse_missing_bucket(out_path, options)  # before the fit, not after it
     X = open_input(input_path, component, block_rows, storage_options=options)
+    blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here, before the fit
     with _client(cluster_config, scheduler, start_timeout) as client:
         require_workers_see(input_path)
         started = time.perf_counter()
-        est.fit(X)
+        est.fit(X)  # the fit draws its state on the host (a pass over X where the method needs one)
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)
         if save_model:
             models.save(est, save_model, overwrite=overwrite, storage_options=options)
-        plan = plan_of("featurize", input_path, component, X, est)
-        report = write(client, est.transform(X), out_path, plan=plan, overwrite=overwrite, storage_options=options,
-                        wait=wait, refresh=refresh, progress=_progress(progress),
+        plan = plan_of("featurize", input_path, component, X, est, device)
+        report = write(client, back(est.transform(blocks)), out_path, plan=plan, overwrite=overwrite,
+                        storage_options=options, wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression)
     click.echo(summary(report, X.shape[0], out_path))
 
@@ -445,7 +453,7 @@ def verify(path, as_json, no_input, storage_option_items):
 @click.argument("name", required=False)
 @click.option("--list", "list_names", is_flag=True, help="Print the names of the templates, one a line.")
 def cluster_config(name, list_names):
-    """Print the cluster config template NAME (local, scheduler, slurm, pbs, kubernetes) to copy and edit,
+    """Print the cluster config template NAME (local, cuda, scheduler, slurm, pbs, kubernetes) to copy and edit,
     e.g. `dkapprox cluster-config slurm > slurm.yaml`; then `dkapprox cluster-script slurm.yaml` checks it."""
     from .cluster import template, template_names
 

@@ -8,12 +8,13 @@ exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
 ``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
 (and its ``InputChangedError``) 73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
 ``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
-``UnsharedPathError``) 78, ``MissingPackageError`` 69.
+``UnsharedPathError``) 78, ``MissingPackageError`` and ``DeviceUnavailableError`` 69.
 """
 
 __all__ = [
     "ClusterConfigError",
     "ClusterConnectError",
+    "DeviceUnavailableError",
     "DkapproxError",
     "IncompleteStoreError",
     "InputChangedError",
@@ -58,6 +59,10 @@ class MissingPackageError(DkapproxError, ImportError):
 
 def _rebuild_missing_package(cls, message, package):
     return cls(message, package=package)
+
+
+class DeviceUnavailableError(DkapproxError, RuntimeError):
+    """A device was asked for (``--device cuda``) and this machine has none that works; the message says why."""
 
 
 class ModelFileError(DkapproxError, ValueError):

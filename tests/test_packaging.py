@@ -52,9 +52,11 @@ COMPAT_SUBSET = [
     "tests/nystroem/test_estimator_checks.py",
     "tests/random_features/test_rf_estimator_checks.py",
     "tests/linear_model/test_lm_estimator_checks.py",
+    # array-api-compat's lower bound: every block function on array-api-strict
+    "tests/test_array_api.py",
 ]
 #: what the compat subset needs besides dkapprox, installed within the same pins
-TEST_PACKAGES = ["pytest", "hypothesis", "pandas"]
+TEST_PACKAGES = ["pytest", "hypothesis", "pandas", "array-api-strict"]
 #: the same check under other chunkings: chunk invariance, not compatibility (5 s each on 2 cores)
 DESELECT = [f"tests/test_metrics.py::test_dask_input_gives_the_same_errors_whatever_the_chunking[{which}-{chunks}]"
             for which in ("sklearn", "dkapprox") for chunks in ("chunks1", "chunks2")]
@@ -227,7 +229,8 @@ def test_the_command_line_from_the_wheel(env):
     version = _run([dkapprox, "--version"], cwd=env["work"])
     assert version.returncode == 0 and version.stdout.strip() == f"dkapprox {_version()}", version
     listed = _run([dkapprox, "cluster-config", "--list"], cwd=env["work"])
-    assert listed.returncode == 0 and listed.stdout.split() == ["kubernetes", "local", "pbs", "scheduler", "slurm"]
+    templates = ["cuda", "kubernetes", "local", "pbs", "scheduler", "slurm"]
+    assert listed.returncode == 0 and listed.stdout.split() == templates
     slurm = _run([dkapprox, "cluster-config", "slurm"], cwd=env["work"])
     shipped = (ROOT / "dkapprox" / "cluster" / "configs" / "slurm.yaml").read_text(encoding="utf-8")
     assert slurm.returncode == 0 and slurm.stdout == shipped

@@ -12,6 +12,7 @@ from sklearn.kernel_approximation import PolynomialCountSketch as _SkPolynomialC
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+from .. import _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 
@@ -26,6 +27,9 @@ class SketchState(SizedState):
 
 
 def count_sketch_features(block, state):
+    xp = _xp.namespace(block)
+    if xp is not None:
+        return _count_sketch_xp(xp, block, _xp.state_on(state, block))
     n, m = block.shape[0], state.sketches[0].shape[1]
     dtype = block.dtype
     out = np.empty((n, m), dtype=dtype)
@@ -44,6 +48,24 @@ def count_sketch_features(block, state):
             product = spectrum if product is None else np.multiply(product, spectrum, out=product)
         out[start : start + tile] = scipy.fft.irfft(product, n=m, axis=1)
     return out
+
+
+def _count_sketch_xp(xp, block, state):
+    """:func:`count_sketch_features` in the block's namespace: dense sketches, the namespace's FFT (cuFFT)."""
+    n, m = block.shape[0], state.sketches[0].shape[1]
+    tile = max(1, _TILE_BYTES // (8 * (m // 2 + 1)))
+    parts = []
+    for start in range(0, n, tile):
+        xg = block[start:min(start + tile, n), :] * math.sqrt(state.gamma)
+        if state.coef0 != 0:
+            column = xp.full((xg.shape[0], 1), math.sqrt(state.coef0), dtype=xg.dtype, device=_xp.device_of(xg))
+            xg = xp.concat([xg, column], axis=1)
+        product = None
+        for sketch in state.sketches:
+            spectrum = xp.fft.rfft(xg @ sketch, axis=1)
+            product = spectrum if product is None else product * spectrum
+        parts.append(xp.fft.irfft(product, n=m, axis=1))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
 class PolynomialCountSketch(BlockwiseTransformer):

@@ -11,7 +11,7 @@ from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _graph, _jit, _lazy
+from .. import _graph, _jit, _lazy, _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 from .._stats import combine_block_moments, moments
@@ -27,7 +27,12 @@ class FourierState(SizedState):
 
 
 def fourier_features(block, state):
-    return _jit.fourier_map(block, state.weights, state.offset, math.sqrt(2.0 / state.offset.shape[0]))
+    scale = math.sqrt(2.0 / state.offset.shape[0])
+    xp = _xp.namespace(block)
+    if xp is None:
+        return _jit.fourier_map(block, state.weights, state.offset, scale)
+    state = _xp.state_on(state, block)
+    return _xp.fourier(xp, block @ state.weights, state.offset, scale)
 
 
 def data_variance(X, estimator_name):

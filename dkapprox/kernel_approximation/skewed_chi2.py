@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
 from sklearn.utils import check_random_state
 
-from .. import _lazy
+from .. import _lazy, _xp
 from .._graph import SizedState
 from .._validation import BlockCheck
 from ._kernels import skewed_chi2_kernel
@@ -22,6 +22,9 @@ class SkewedChi2State(SizedState):
 
 
 def skewed_chi2_features(block, state):
+    xp = _xp.namespace(block)
+    if xp is not None:  # a new array too: log(block + c), on the block's device
+        return fourier_features(xp.log(block + state.skewedness), state.fourier)
     shifted = block + np.asarray(state.skewedness, dtype=block.dtype)  # new array: blocks stay untouched
     np.log(shifted, out=shifted)
     return fourier_features(shifted, state.fourier)

@@ -11,7 +11,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .. import _lazy
+from .. import _lazy, _xp
 from .._base import BlockwiseTransformer
 from .._sklearn_compat import StrOptions
 from .._validation import FLOAT_DTYPES
@@ -246,7 +246,7 @@ default='uniform'
 
     def _transform(self, X, X_orig):
         if not _lazy.is_lazy(X) and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
-            state = self._state(X.dtype)
+            state = self._state(_xp.numpy_dtype(X))
             state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
             return super()._transform(X, X_orig, state=state)
         return super()._transform(X, X_orig)

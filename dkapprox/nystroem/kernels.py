@@ -1,7 +1,8 @@
 """Kernels for Nystroem: scikit-learn's pairwise kernels, their diagonals, and the block function.
 
 Every kernel value comes from :func:`sklearn.metrics.pairwise.pairwise_kernels`
-(we do not write kernels again); this module only freezes the parameters the
+(we do not write kernels again: on a device, :mod:`._device_kernels` says why it must);
+this module only freezes the parameters the
 way scikit-learn's ``Nystroem`` gathers them (without writing into the user's
 ``kernel_params`` dict, which scikit-learn 1.9 does) and adds the diagonal
 ``k(x, x)`` that ridge leverage scores need.
@@ -16,9 +17,10 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
-from .. import _jit
+from .. import _jit, _xp
 from .._graph import SizedState
 from .._system import touched_empty
+from ._device_kernels import device_between
 
 PRECOMPUTED = "precomputed"
 
@@ -158,6 +160,9 @@ def nystroem_features(block, state):
     kernels on dense blocks are compiled where :mod:`dkapprox._jit` runs
     (:func:`_compiled_kernel`); every other kernel is scikit-learn's, per slice.
     """
+    xp = _xp.namespace(block)
+    if xp is not None:
+        return _features_xp(xp, block, _xp.state_on(state, block))
     N = state.normalization
     out = touched_empty((block.shape[0], N.shape[1]), dtype=N.dtype)  # see touched_empty: steadier with 2 threads
     slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
@@ -173,6 +178,16 @@ def nystroem_features(block, state):
         if K is None:
             K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs)
         np.matmul(K.astype(N.dtype, copy=False), N, out=out[s])
+    return out
+
+
+def _features_xp(xp, block, state):
+    """:func:`nystroem_features` in the block's namespace, on its device, the same slices of rows."""
+    N = state.normalization
+    out = xp.empty((block.shape[0], N.shape[1]), dtype=N.dtype, device=_xp.device_of(block))
+    for s in row_slices(block.shape[0], max(N.shape[0], block.shape[1])):
+        K = device_between(xp, state.kernel, block[s, :], state.landmarks)
+        out[s, :] = xp.astype(K, N.dtype) @ N
     return out
 
 

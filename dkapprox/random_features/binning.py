@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _jit
+from .. import _jit, _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 from .._random import FMIX_ONE as _ONE
@@ -56,6 +56,7 @@ def binning_features(block, state):
     """
     if sp.issparse(block):
         block = block.toarray()  # a zero coordinate falls in a cell like any value
+    refuse_device(block)
     n_rows = block.shape[0]
     n_grids = state.pitches.shape[0]
     # scipy.sparse keeps int32 indices when they fit: build them so, not as an int64 copy
@@ -68,6 +69,21 @@ def binning_features(block, state):
                         shape=(n_rows, state.n_components))
     out.sum_duplicates()
     return out.toarray() if state.dense_output else out
+
+
+def refuse_device(X):
+    """Random binning stays on the host: a clear error for an array (or dask meta) of another namespace.
+
+    Its output is a scipy.sparse matrix (``dense_output=False``, the default) and its cells
+    are scattered into hashed columns with duplicates summed: the array API has neither
+    sparse arrays nor a scatter-add, and no GPU was at hand to profile CuPy's own
+    (``cupyx.scipy.sparse``) against a host round trip. The user's copy to the host is one
+    call, and saying so beats a silent one.
+    """
+    if _xp.namespace(X) is not None:
+        raise TypeError(
+            f"RandomBinningFeatures runs on NumPy blocks only, got an array of {_xp.namespace(X).__name__}: "
+            "copy it to the host first (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a dask array)")
 
 
 def _numpy_cells(block, state, scale, columns, values):
@@ -172,6 +188,10 @@ class RandomBinningFeatures(BlockwiseTransformer):
 
     def _sparse_out(self, sparse_in):
         return not self.dense_output
+
+    def _transform(self, X, X_orig, **kwargs):
+        refuse_device(getattr(X, "_meta", X))  # a dask array of CuPy chunks fails here, not in a task
+        return super()._transform(X, X_orig, **kwargs)
 
     def _state(self, dtype):
         return BinningState(self.pitches_.astype(dtype, copy=False), self.shifts_.astype(dtype, copy=False),

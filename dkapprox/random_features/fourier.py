@@ -15,7 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import _jit
+from .. import _jit, _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 from .._sklearn_compat import Interval, StrOptions
@@ -42,6 +42,11 @@ def random_fourier_features(block, state):
     structured = isinstance(state.weights, StructuredProjection)
     n_freq = state.weights.n_frequencies if structured else state.weights.shape[1]
     scale = math.sqrt(2.0 / n_freq) if state.offset is not None else math.sqrt(1.0 / n_freq)
+    xp = _xp.namespace(block)
+    if xp is not None:
+        state = _xp.state_on(state, block)
+        product = structured_project(block, state.weights) if structured else block @ state.weights
+        return _xp.fourier(xp, product, state.offset, scale)
     project = (lambda b: structured_project(b, state.weights)) if structured else None
     return _jit.fourier_map(block, state.weights, state.offset, scale, project=project)
 

@@ -24,6 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import hadamard
 
+from .. import _xp
+
 # rows x padded width per slab: 2**20 elements, 4 MiB of float32, stays in L2/L3
 _SLAB_ELEMENTS = 1 << 20
 _GEMM_LEVELS = 5
@@ -112,6 +114,9 @@ def structured_project(block, proj):
     """
     if sp.issparse(block):
         block = block.toarray()
+    xp = _xp.namespace(block)
+    if xp is not None:
+        return _structured_project_xp(xp, block, proj)
     n_rows, n_features = block.shape
     n_blocks, _, p = proj.signs.shape
     m = proj.n_frequencies
@@ -130,6 +135,46 @@ def structured_project(block, proj):
             fwht(flat)
         np.multiply(work.reshape(x.shape[0], n_blocks * p)[:, :m], proj.row_scales, out=out[start:start + rows])
     return out
+
+
+def _structured_project_xp(xp, block, proj):
+    """:func:`structured_project` in the block's array-API namespace (``proj`` already there).
+
+    The same butterflies, radix 2, on reshaped copies (the array API has no ``out=``);
+    one slab of rows at a time, as on NumPy.
+    """
+    n_rows, n_features = block.shape
+    n_blocks, _, p = proj.signs.shape
+    m = proj.n_frequencies
+    rows = max(1, _SLAB_ELEMENTS // (n_blocks * p))
+    device = _xp.device_of(block)
+    parts = []
+    for start in range(0, n_rows, rows):
+        x = block[start:min(start + rows, n_rows), :]
+        k = x.shape[0]
+        pad = xp.zeros((k, n_blocks, p - n_features), dtype=block.dtype, device=device)
+        x = xp.broadcast_to(x[:, None, :], (k, n_blocks, n_features))
+        if proj.input_scales is not None:
+            x = x * proj.input_scales
+        work = xp.concat([x, pad], axis=2)
+        for level in (2, 1, 0):  # D3 first: the block is H D1 H D2 H D3 applied to x
+            work = _fwht_xp(xp, work * proj.signs[:, level, :])
+        parts.append(xp.reshape(work, (k, n_blocks * p))[:, :m] * proj.row_scales)
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
+def _fwht_xp(xp, work):
+    """Unnormalized Walsh-Hadamard transform along the last axis (a power of two), a new array."""
+    shape = work.shape
+    p = shape[-1]
+    a = xp.reshape(work, (-1, p))
+    h = 1
+    while h < p:
+        v = xp.reshape(a, (a.shape[0], p // (2 * h), 2, h))
+        x, y = v[:, :, 0, :], v[:, :, 1, :]
+        a = xp.reshape(xp.stack([x + y, x - y], axis=2), (a.shape[0], p))
+        h *= 2
+    return xp.reshape(a, shape)
 
 
 def dense_matrix(proj, n_features):

@@ -15,7 +15,7 @@ from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph, _lazy
+from .. import _graph, _lazy, _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 
@@ -27,6 +27,8 @@ class ProjectionState(SizedState):
 
 
 def project(block, state):
+    if _xp.namespace(block) is not None:  # a sparse matrix is dense on a device (dkapprox._xp)
+        return block @ _xp.state_on(state, block).matrix.T
     return safe_sparse_dot(block, state.matrix.T, dense_output=state.dense_output)
 
 

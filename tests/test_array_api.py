@@ -1,0 +1,164 @@
+"""Block functions through the array API, checked on the CPU with array-api-strict (issue 22).
+
+array-api-strict's ``Device('device1')`` behaves as a GPU does for CuPy: NumPy refuses to
+convert its arrays ("Can't convert array on the ... device to a NumPy array") and arrays of
+two devices do not mix. So a block function that calls NumPy on its block, or forgets to
+move a part of its state to the block's device, fails here, on a CPU, as it would on a GPU.
+NumPy in stays on NumPy's path (compiled kernels and all): its output is what it was.
+"""
+
+import gc
+import subprocess
+import sys
+
+import array_api_strict as xs
+import numpy as np
+import pytest
+
+import dkapprox
+from dkapprox import _graph, _registry, _stats, _xp
+from dkapprox.kernel_approximation.rbf import fourier_features
+
+from ._estimators import CONTRACT
+from ._rounding import assert_chunking_promise
+
+DEVICE = xs.Device("device1")
+CPU = xs.Device("CPU_DEVICE")
+ON_HOST_ONLY = {"RandomBinningFeatures"}
+
+NYSTROEM_KERNELS = [dict(kernel=k, n_components=25, random_state=0)
+                    for k in ("rbf", "laplacian", "linear", "polynomial", "sigmoid", "cosine", "chi2",
+                              "additive_chi2")]
+CASES = [(cls, params) for cls in _registry.TRANSFORMERS if cls.__name__ not in ON_HOST_ONLY
+         for params in CONTRACT[cls.__name__]]
+CASES += [(dkapprox.Nystroem, params) for params in NYSTROEM_KERNELS]
+CASES += [(dkapprox.RandomFourierFeatures, dict(n_components=40, features="sincos", random_state=2)),
+          (dkapprox.RandomFourierFeatures, dict(n_components=40, sampling="structured", random_state=2)),
+          (dkapprox.PolynomialCountSketch, dict(n_components=32, random_state=2)),
+          (dkapprox.AdditiveChi2Sampler, dict(sample_steps=1))]
+
+
+def on_device(a):
+    return xs.asarray(a, device=DEVICE)
+
+
+def to_host(a):
+    return np.asarray(a.to_device(CPU))
+
+
+def data(dtype=np.float64, n=230, d=7):
+    X = np.random.default_rng(0).random((n, d)).astype(dtype)
+    X[::7, 2] = 0.0  # zeros: the additive chi2 map's own case
+    return X
+
+
+def case_id(case):
+    cls, params = case
+    return cls.__name__ + "-" + "-".join(f"{k}={v}" for k, v in params.items() if k != "random_state")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_device_array_in_gives_an_array_of_its_namespace_on_its_device_within_the_bound(case, dtype):
+    cls, params = case
+    X = data(dtype)
+    est = cls(**params).fit(data(dtype))
+    expected = est.transform(X)  # NumPy's path, as before
+    got = est.transform(on_device(X))
+    assert _xp.namespace(got) is xs and got.device == DEVICE
+    assert _xp.numpy_dtype(got) == expected.dtype
+    assert got.shape == expected.shape
+    assert_chunking_promise(est, X, to_host(got), expected, what=f"{case_id(case)} on array-api-strict")
+
+
+def test_precomputed_nystroem_takes_the_landmark_columns_on_the_device():
+    X = data()
+    K = X @ X.T
+    est = dkapprox.Nystroem(kernel="precomputed", n_components=30, random_state=0).fit(K)
+    got = est.transform(on_device(K))
+    assert got.device == DEVICE
+    np.testing.assert_allclose(to_host(got), est.transform(K), rtol=1e-12, atol=1e-12)
+
+
+def test_a_callable_nystroem_kernel_says_it_runs_on_numpy_blocks_only():
+    est = dkapprox.Nystroem(kernel=lambda x, y: float(x @ y), n_components=10, random_state=0).fit(data(n=40))
+    with pytest.raises(TypeError, match="runs on NumPy blocks only"):
+        est.transform(on_device(data(n=40)))
+
+
+def test_random_binning_stays_on_the_host_and_says_how_to_get_there():
+    est = dkapprox.RandomBinningFeatures(n_components=32, n_grids=4, random_state=0).fit(data())
+    with pytest.raises(TypeError, match=r"runs on NumPy blocks only.*copy it to the host first"):
+        est.transform(on_device(data()))
+
+
+def test_a_fit_on_a_device_array_draws_the_same_numpy_state_as_on_numpy():
+    X = data(np.float32)
+    on_numpy = dkapprox.RBFSampler(gamma="scale", n_components=20, random_state=3).fit(X)
+    on_dev = dkapprox.RBFSampler(gamma="scale", n_components=20, random_state=3).fit(on_device(X))
+    assert isinstance(on_dev.random_weights_, np.ndarray) and on_dev.random_weights_.dtype == np.float32
+    np.testing.assert_array_equal(on_dev.random_weights_, on_numpy.random_weights_)
+    assert on_dev._gamma == on_numpy._gamma
+
+
+def test_the_state_reaches_a_device_once_whatever_the_number_of_blocks():
+    est = dkapprox.RBFSampler(n_components=16, random_state=0).fit(data())
+    state = est._state(np.dtype(np.float64))
+    before = _xp.copies["count"]
+    blocks = [on_device(b) for b in np.array_split(data(), 5)]
+    # the engine's own task function, as a worker runs it: the shipped state object, block after block
+    outs = [_graph._run_block(b, state, fourier_features, None) for b in blocks]
+    assert _xp.copies["count"] - before == 1
+    np.testing.assert_allclose(np.vstack([to_host(o) for o in outs]),
+                               np.vstack([fourier_features(to_host(b), state) for b in blocks]), atol=1e-12)
+    # another device is another copy; the copy goes when the shipped state does
+    _graph._run_block(xs.asarray(data(), device=xs.Device("device2")), state, fourier_features, None)
+    assert _xp.copies["count"] - before == 2
+    keys = [k for k in _xp._cache if k[0] == id(state)]
+    assert len(keys) == 2
+    del state, outs
+    gc.collect()
+    assert not [k for k in _xp._cache if k in keys]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.nan, "Input X contains NaN"),
+    (np.inf, "Input X contains infinity"),
+])
+def test_bad_values_on_a_device_raise_scikit_learns_messages(bad, message):
+    est = dkapprox.RBFSampler(n_components=8, random_state=0).fit(data())
+    X = data()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match=message):
+        est.transform(on_device(X))
+
+
+def test_device_input_is_checked_as_scikit_learn_checks_numpy():
+    est = dkapprox.RBFSampler(n_components=8, random_state=0).fit(data())
+    with pytest.raises(ValueError, match="X has 3 features, but RBFSampler is expecting 7 features"):
+        est.transform(on_device(data(d=3)))
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        est.transform(on_device(data()[:, 0]))
+    with pytest.raises(ValueError, match="Negative values in data passed to X in AdditiveChi2Sampler"):
+        dkapprox.AdditiveChi2Sampler().fit(data()).transform(on_device(-data()))
+    with pytest.raises(ValueError, match="X may not contain entries smaller than -skewedness"):
+        dkapprox.SkewedChi2Sampler(n_components=8, random_state=0).fit(data()).transform(on_device(data() - 5))
+    integers = est.transform(on_device(np.arange(70).reshape(10, 7)))  # cast to float64, as scikit-learn does
+    assert _xp.numpy_dtype(integers) == np.float64
+
+
+def test_the_variance_pass_reduces_a_device_block_where_it_lives():
+    X = data()
+    got, expected = _stats.moments(on_device(X)), _stats.moments(X)
+    assert got[0] == expected[0] and got[3] == expected[3]
+    np.testing.assert_allclose(got[1:3], expected[1:3], rtol=1e-12)
+
+
+def test_numpy_input_imports_neither_cupy_nor_array_api_compat():
+    code = ("import sys, numpy as np, dask.array as da, dkapprox\n"
+            "X = np.random.default_rng(0).random((50, 4))\n"
+            "dkapprox.RBFSampler(n_components=8).fit_transform(X)\n"
+            "dkapprox.Nystroem(n_components=8).fit(X).transform(da.from_array(X, chunks=10)).compute()\n"
+            "print(sorted(m for m in ('cupy', 'array_api_compat', 'array_api_strict') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,0 +1,138 @@
+"""Blocks on a GPU (issue 22): CuPy in gives CuPy out, dask arrays of CuPy chunks stay CuPy, jobs with --device cuda.
+
+The tests marked ``gpu`` need CuPy and an NVIDIA GPU, and skip where there is none: the one
+place a skip is right (CI has no GPU). What runs everywhere: a machine without CuPy or a GPU
+refuses ``--device cuda`` with exit 69 before it writes anything, never computing on the CPU
+in silence. The CPU side of the same block functions is tests/test_array_api.py.
+"""
+
+import importlib.util
+import subprocess
+import sys
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import dkapprox
+from dkapprox import _xp
+
+from ._rounding import assert_chunking_promise
+
+
+def _gpu_count():
+    if importlib.util.find_spec("cupy") is None:
+        return 0
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver, no device
+        return 0
+
+
+HAS_GPU = _gpu_count() > 0
+gpu = pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and an NVIDIA GPU")
+
+CASES = [
+    (dkapprox.RBFSampler, dict(n_components=64, random_state=0)),
+    (dkapprox.SkewedChi2Sampler, dict(n_components=64, random_state=0)),
+    (dkapprox.AdditiveChi2Sampler, dict(sample_steps=2)),
+    (dkapprox.PolynomialCountSketch, dict(n_components=64, coef0=1.0, random_state=0)),
+    (dkapprox.GaussianRandomProjection, dict(n_components=16, random_state=0)),
+    (dkapprox.SparseRandomProjection, dict(n_components=16, random_state=0)),
+    (dkapprox.RandomFourierFeatures, dict(n_components=64, sampling="structured", random_state=0)),
+    (dkapprox.RandomFourierFeatures, dict(n_components=64, features="sincos", kernel="laplacian", random_state=0)),
+    (dkapprox.Nystroem, dict(n_components=32, random_state=0)),
+    (dkapprox.Nystroem, dict(kernel="laplacian", n_components=32, random_state=0)),
+    (dkapprox.Nystroem, dict(kernel="chi2", n_components=32, random_state=0)),
+]
+
+
+def data(dtype=np.float64, n=2_000, d=12):
+    return np.random.default_rng(0).random((n, d)).astype(dtype)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed: the GPU tests run")
+def test_device_cuda_without_cupy_exits_69_before_it_writes_anything(tmp_path):
+    src = tmp_path / "in.zarr"
+    zarr.create_array(str(src), shape=(100, 4), chunks=(50, 4), dtype="f8")[:] = data(n=100, d=4)
+    out, model = tmp_path / "out.zarr", tmp_path / "model"
+    run = subprocess.run([sys.executable, "-m", "dkapprox", "featurize", str(src), "--method", "rbf",
+                          "--n-components", "8", "--out", str(out), "--save-model", str(model), "--device", "cuda"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 69, run.stderr
+    assert "--device cuda needs CuPy" in run.stderr and "dkapprox[gpu]" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not out.exists() and not model.exists()
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("cls, params", CASES)
+def test_cupy_in_gives_cupy_out_within_the_bound(cls, params, dtype):
+    import cupy
+
+    X = data(dtype)
+    est = cls(**params).fit(X)
+    got = est.transform(cupy.asarray(X))
+    assert isinstance(got, cupy.ndarray) and got.dtype == est.transform(X).dtype
+    assert_chunking_promise(est, X, cupy.asnumpy(got), what=f"{cls.__name__} on CuPy")
+
+
+@gpu
+@pytest.mark.gpu
+def test_a_dask_array_of_cupy_chunks_stays_lazy_and_cupy():
+    import cupy
+
+    X = data(np.float32)
+    est = dkapprox.Nystroem(n_components=64, random_state=0).fit(X)
+    Xd = da.from_array(X, chunks=(500, -1)).map_blocks(cupy.asarray, meta=cupy.empty((0, 0), np.float32))
+    Z = est.transform(Xd)
+    assert isinstance(Z, da.Array) and isinstance(Z._meta, cupy.ndarray)
+    got = Z.compute()
+    assert isinstance(got, cupy.ndarray)
+    assert_chunking_promise(est, X, cupy.asnumpy(got), what="Nystroem on dask-CuPy")
+
+
+@gpu
+@pytest.mark.gpu
+def test_the_state_reaches_the_gpu_once_per_worker_whatever_the_number_of_blocks():
+    import cupy
+    from distributed import Client, LocalCluster
+
+    X = data(np.float32, n=8_000)
+    est = dkapprox.RBFSampler(n_components=256, random_state=0).fit(X)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True) as cluster, Client(cluster) as client:
+        before = client.run(lambda: _xp.copies["count"])
+        Xd = da.from_array(X, chunks=(500, -1)).map_blocks(cupy.asarray, meta=cupy.empty((0, 0), np.float32))
+        est.transform(Xd).map_blocks(cupy.asnumpy, meta=np.empty((0, 0), np.float32)).compute()
+        after = client.run(lambda: _xp.copies["count"])
+    assert [after[w] - before[w] for w in after] == [1], (before, after)
+
+
+@gpu
+@pytest.mark.gpu
+def test_a_job_with_device_cuda_writes_what_the_cpu_job_writes_within_the_bound(tmp_path):
+    X = data(np.float32, n=4_000)
+    src = tmp_path / "in.zarr"
+    zarr.create_array(str(src), shape=X.shape, chunks=(1_000, X.shape[1]), dtype="f4")[:] = X
+    outs = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.zarr"
+        run = subprocess.run([sys.executable, "-m", "dkapprox", "featurize", str(src), "--method", "rbf",
+                              "--n-components", "128", "--out", str(out), "--save-model", str(tmp_path / device),
+                              "--device", device, "--cluster", _local_config(tmp_path)],
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        outs[device] = zarr.open_array(str(out), mode="r")[:]
+    est = dkapprox.models.load(tmp_path / "cpu")
+    assert_chunking_promise(est, X, outs["cuda"], outs["cpu"], what="--device cuda against the CPU job")
+
+
+def _local_config(tmp_path):
+    path = tmp_path / "local.yaml"
+    path.write_text("kind: local\nn_workers: 1\nthreads_per_worker: 1\nprocesses: true\ndashboard_address: null\n")
+    return str(path)
