@@ -13,7 +13,7 @@ deserializes the shipped state once, so it copies it to its GPU once, never per 
 Sparse parts of a state (a count sketch, a sparse projection) become dense on a device:
 the array API has no sparse arrays, and a dense product is what a GPU does fast.
 
-Neither array-api-compat nor CuPy is imported for NumPy input.
+Neither array-api-compat (the ``gpu`` extra brings it) nor CuPy is imported for NumPy input.
 
 >>> import numpy as np
 >>> namespace(np.ones((2, 2))) is None
@@ -45,16 +45,21 @@ def namespace(x):
     module = type(x).__module__.partition(".")[0]
     if module in ("numpy", "scipy", "pandas", "builtins", "dask", "xarray", "zarr"):
         return None
-    import array_api_compat
-
+    try:
+        import array_api_compat
+    except ImportError:  # the gpu extra brings it; without it, the standard's own method
+        get = getattr(x, "__array_namespace__", None)
+        return None if get is None else get()
     if not array_api_compat.is_array_api_obj(x) or array_api_compat.is_numpy_array(x):
         return None
     return array_api_compat.array_namespace(x)
 
 
 def device_of(x):
-    import array_api_compat
-
+    try:
+        import array_api_compat
+    except ImportError:
+        return x.device
     return array_api_compat.device(x)
 
 

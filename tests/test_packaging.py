@@ -52,11 +52,9 @@ COMPAT_SUBSET = [
     "tests/nystroem/test_estimator_checks.py",
     "tests/random_features/test_rf_estimator_checks.py",
     "tests/linear_model/test_lm_estimator_checks.py",
-    # array-api-compat's lower bound: every block function on array-api-strict
-    "tests/test_array_api.py",
 ]
 #: what the compat subset needs besides dkapprox, installed within the same pins
-TEST_PACKAGES = ["pytest", "hypothesis", "pandas", "array-api-strict"]
+TEST_PACKAGES = ["pytest", "hypothesis", "pandas"]
 #: the same check under other chunkings: chunk invariance, not compatibility (5 s each on 2 cores)
 DESELECT = [f"tests/test_metrics.py::test_dask_input_gives_the_same_errors_whatever_the_chunking[{which}-{chunks}]"
             for which in ("sklearn", "dkapprox") for chunks in ("chunks1", "chunks2")]
