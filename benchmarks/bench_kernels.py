@@ -11,7 +11,8 @@ One run, everything side by side, with interleaved repeats (medians):
 - the limit: two cores each doing, per block, its matrix product alone (one BLAS thread, into
   memory already touched) and one write of its output (fresh memory, as a block's output is):
   (number of blocks / 2) x (product + write);
-- float32, same shape: compiled build against NumPy's path (float32 keeps NumPy's SIMD cos);
+- float32, same shape, on the LocalCluster: dkapprox's tiles (NumPy's SIMD cos on each tile's product
+  while it is in cache) against the whole-block map it replaced, scikit-learn, and the float32 limit;
 - RandomFourierFeatures(1024, features='sincos') in float64: compiled against NumPy's path;
 - Nystroem(1024) float64, rbf and laplacian, on 64 and 784 features, with the ceiling any
   kernel could reach: scikit-learn's time over the time of the product with the normalization
@@ -19,7 +20,7 @@ One run, everything side by side, with interleaved repeats (medians):
 - the first call's time in a fresh process: compiling into an empty numba cache, and loading
   from the cache.
 
-    python benchmarks/bench_kernels.py [--rows 2000000] [--block-rows 100000]
+    python benchmarks/bench_kernels.py [--rows 2000000] [--block-rows 100000] [--float32-only]
 """
 
 from __future__ import annotations
@@ -80,21 +81,44 @@ def kernel_table(repeats):
                 ["kernel", "ns/value"], rows)
 
 
+def whole_block_map(block, weights, offset):
+    """float32's map before the tiles: the whole product, then the offset, cos and scale, each a pass over it."""
+    product = block @ weights
+    product += offset
+    np.cos(product, out=product)
+    product *= (2.0 / weights.shape[1]) ** 0.5
+    return product
+
+
 def limit_seconds(X, est, block_rows, rows):
     """(seconds, per block): two cores, each doing per block its product alone and one write of its output."""
     block = X[:block_rows]
     W = est.random_weights_
-    product_out = np.ones((block_rows, W.shape[1]))  # touched: the product alone, no page faults
+    product_out = np.ones((block_rows, W.shape[1]), dtype=X.dtype)  # touched: the product alone, no page faults
 
     def product():
         with threadpool_limits(1):
             np.matmul(block, W, out=product_out)
 
     def write():  # fresh memory, as each block's output is
-        np.empty((block_rows, W.shape[1])).fill(1.0)
+        np.empty((block_rows, W.shape[1]), dtype=X.dtype).fill(1.0)
 
-    per_block = interleaved({"product": product, "write": write}, 3)
+    def both_cores():  # the same on two threads at once: what two cores of this machine really give
+        from concurrent.futures import ThreadPoolExecutor
+
+        outs = [np.ones_like(product_out) for _ in range(2)]
+
+        def one(i):
+            with threadpool_limits(1):
+                np.matmul(block, W, out=outs[i])
+                np.empty((block_rows, W.shape[1]), dtype=X.dtype).fill(1.0)
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(one, range(2)))
+
+    per_block = interleaved({"product": product, "write": write, "pair, both cores at once": both_cores}, 3)
     n_blocks = -(-rows // block_rows)
+    per_block["limit, both cores at once"] = (n_blocks / 2) * per_block["pair, both cores at once"]
     return (n_blocks / 2) * (per_block["product"] + per_block["write"]), per_block
 
 
@@ -137,22 +161,6 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
                 f"{limit:.2f} s", ["run", "seconds", "rows/s", "x scikit-learn", "x NumPy path (threads)",
                                    "of the limit"], rows_out)
 
-    X32, Xd32 = X.astype(np.float32), Xd.astype(np.float32)
-    est32 = dkapprox.RBFSampler(n_components=1024, random_state=0).fit(X32)
-
-    def threaded32(on):
-        def run():
-            with jit(on), threadpool_limits(1, user_api="blas"):
-                consume(est32.transform(Xd32), scheduler="threads", num_workers=2)
-        return run
-
-    sk32 = SkRBFSampler(n_components=1024, random_state=0).fit(X32)
-    t32 = interleaved({"float32, compiled build": threaded32(True), "float32, NumPy path": threaded32(False),
-                       "scikit-learn float32 map_blocks": sklearn_threaded(sk32, Xd32)}, repeats)
-    print_table("float32, same shape, threaded", ["run", "seconds", "x scikit-learn", "x NumPy path"],
-                [[n, s, t32["scikit-learn float32 map_blocks"] / s, t32["float32, NumPy path"] / s]
-                 for n, s in t32.items()])
-
     rff = dkapprox.RandomFourierFeatures(1024, features="sincos", random_state=0).fit(X)
 
     def rff_run(on):
@@ -165,6 +173,36 @@ def rbf_table(rows, block_rows, repeats, cluster_client):
     print_table("float64 RandomFourierFeatures(1024, features='sincos'), threaded", ["run", "seconds",
                                                                                      "x NumPy path"],
                 [[n, s, tr["sincos, NumPy path"] / s] for n, s in tr.items()])
+
+
+def float32_table(rows, block_rows, repeats, client):
+    """float32 RBFSampler(1024) on the LocalCluster: dkapprox's tiles, the map they replaced, scikit-learn, limits."""
+    Xd = da.random.default_rng(0).random((rows, 64), chunks=(block_rows, 64))
+    X = Xd[:block_rows].compute()
+    X32, Xd32 = X.astype(np.float32), Xd.astype(np.float32)
+    est32 = dkapprox.RBFSampler(n_components=1024, random_state=0).fit(X32)
+    sk32 = SkRBFSampler(n_components=1024, random_state=0).fit(X32)
+    W32, b32 = est32.random_weights_, est32.random_offset_
+
+    def on_cluster(make):
+        return lambda: consume(make(), scheduler=client)
+
+    t32 = interleaved({
+        "float32 dkapprox (tiles), LocalCluster 2x1": on_cluster(lambda: est32.transform(Xd32)),
+        "float32 whole-block NumPy map (before), LocalCluster 2x1": on_cluster(
+            lambda: Xd32.map_blocks(whole_block_map, W32, b32, chunks=(Xd32.chunks[0], (1024,)), dtype=np.float32)),
+        "scikit-learn float32 map_blocks, LocalCluster 2x1": on_cluster(
+            lambda: Xd32.map_blocks(sk32.transform, chunks=(Xd32.chunks[0], (1024,)), dtype=np.float32)),
+    }, repeats)
+    limit32, per32 = limit_seconds(X32, est32, block_rows, rows)
+    both = per32["limit, both cores at once"]
+    print(f"float32, one block alone, one BLAS thread: product {per32['product']:.3f} s, write {per32['write']:.3f} s; "
+          f"two cores doing only that would take {limit32:.2f} s; measured on both cores at once: {both:.2f} s")
+    sk = t32["scikit-learn float32 map_blocks, LocalCluster 2x1"]
+    print_table(f"float32 RBFSampler(1024) on {rows:,} x 64, blocks of {block_rows:,} rows; limit {limit32:.2f} s "
+                f"(one core's times, doubled), {both:.2f} s (both cores at once)",
+                ["run", "seconds", "rows/s", "x scikit-learn", "of the limit", "of the limit, both cores at once"],
+                [[n, sec, rows / sec, sk / sec, limit32 / sec, both / sec] for n, sec in t32.items()])
 
 
 def nystroem_table(shapes, repeats):
@@ -241,16 +279,22 @@ def main():
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--block-rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--float32-only", action="store_true", help="only the float32 table (about 2 minutes)")
     args = parser.parse_args()
-    first_call_table()
-    kernel_table(args.repeats)
+    if not args.float32_only:
+        first_call_table()
+        kernel_table(args.repeats)
     from distributed import Client, LocalCluster
 
     with dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.run(lambda: __import__("dkapprox")._jit.enabled())  # warm: load the kernels once per worker
-        rbf_table(args.rows, args.block_rows, args.repeats, client)
+        if not args.float32_only:
+            rbf_table(args.rows, args.block_rows, args.repeats, client)
+        float32_table(args.rows, args.block_rows, args.repeats, client)
+    if args.float32_only:
+        return
     nystroem_table([(args.rows // 10, 64, args.block_rows // 10), (args.rows // 50, 784, args.block_rows // 10)],
                    args.repeats)
 

@@ -87,14 +87,17 @@ MIN_COMPILED_VALUES = 2**16
 #: values per tile: its product (tile rows x n_frequencies, 2 MiB of float64) stays in cache for its map;
 #: measured on a 2-core Zen VM, two threads: 2**15 values 0.48 s per pair of blocks, 2**16 0.43, 2**17 0.41, 2**18 0.40
 TILE_VALUES = 2**18
+#: float32 tiles (NumPy's map): 2**16 values, 256 KiB, within a core's L2 with the output rows they write
+TILE_VALUES_32 = 2**16
 
 
 def fourier_map(block, weights, offset, scale, project=None):
     """``scale cos(block @ weights + offset)``, or ``scale [cos, sin](block @ weights)`` if offset is None.
 
     ``project(block) -> product`` replaces ``block @ weights`` (a structured projection). The
-    compiled path (float64 only: NumPy's float32 cos is SIMD already) multiplies a tile of rows
-    and takes its cos while the product is in cache; the NumPy path is the reference. A tile's
+    compiled path (float64) multiplies a tile of rows and takes its cos while the product is in
+    cache; float32 does the same with NumPy's SIMD ufuncs (:func:`_tiled_numpy`), never loading
+    numba; the NumPy path is the reference. A tile's
     product is the same BLAS call for the same block, so a block computed again gives the same
     bits; other tilings round within the bound of other chunkings (README, "Precision").
     """
@@ -106,6 +109,12 @@ def fourier_map(block, weights, offset, scale, project=None):
     n_out = n_freq if offset is not None else 2 * n_freq
     dtype = np.result_type(block.dtype, weights.dtype) if product is None else product.dtype
     wanted = "cos_rows" if offset is not None else "sincos_rows"
+    if dtype == np.float32:
+        # NumPy's float32 cos and sin are SIMD (0.56 ns a value in cache on an AVX-512 Xeon; a
+        # compiled float32 cos through float64 reduction took 2.2 ns there): tiles, and no numba
+        if product is None and not sp.issparse(block):
+            return _tiled_numpy(block, weights, offset, float(scale))
+        return _numpy_fourier(_dot(block, weights) if product is None else product, offset, scale, tiled=True)
     k = _kernels(wanted) if dtype == np.float64 and block.shape[0] * n_out >= MIN_COMPILED_VALUES else None
     if k is None:
         return _numpy_fourier(_dot(block, weights) if product is None else product, offset, scale)
@@ -135,6 +144,31 @@ def _tiled(k, block, weights, offset64, paired, scale):
     return out
 
 
+def _tiled_numpy(block, weights, offset, scale):
+    """float32: :func:`_tiled` with NumPy's ufuncs for the map, each tile's product still in cache.
+
+    NumPy's float32 ``cos``/``sin`` are SIMD already (its float64 ones are not: hence numba there);
+    what the whole-block path lost was memory traffic: the product written, then read and written
+    again by the offset, the cos and the scale, four passes over a block's output. Here the output
+    is written once, from the tile's buffer, and scaled while that tile is in cache.
+    """
+    n_freq = weights.shape[1]
+    paired = offset is None
+    out = touched_empty((block.shape[0], 2 * n_freq if paired else n_freq), dtype=np.float32)
+    buf = np.empty((min(block.shape[0], max(1, TILE_VALUES_32 // n_freq)), n_freq), dtype=np.float32)
+    for start in range(0, block.shape[0], buf.shape[0]):
+        rows = out[start: start + buf.shape[0]]
+        product = np.matmul(block[start: start + rows.shape[0]], weights, out=buf[: rows.shape[0]])
+        if paired:
+            np.cos(product, out=rows[:, :n_freq])
+            np.sin(product, out=rows[:, n_freq:])
+        else:
+            product += offset
+            np.cos(product, out=rows)
+        rows *= scale  # a Python float keeps float32
+    return out
+
+
 def _epilogue(k, product, offset64, paired, scale):
     """The map of a product computed whole (structured or sparse): cos in place, through a buffer."""
     if paired:
@@ -150,12 +184,19 @@ def _epilogue(k, product, offset64, paired, scale):
     return product
 
 
-def _numpy_fourier(product, offset, scale):
-    """The reference: NumPy's cos and sin, in the product's dtype."""
+def _numpy_fourier(product, offset, scale, tiled=False):
+    """The reference: NumPy's cos and sin, in the product's dtype.
+
+    ``tiled``: the cos map a tile of rows at a time, so that each tile is read and written once
+    (the offset, cos and scale each pass over it while it is in cache); same values.
+    """
     if offset is not None:
-        product += offset
-        np.cos(product, out=product)
-        product *= scale  # a Python float keeps float32
+        step = max(1, TILE_VALUES_32 // max(1, product.shape[1])) if tiled else max(1, product.shape[0])
+        for start in range(0, product.shape[0], step):
+            rows = product[start: start + step]
+            rows += offset
+            np.cos(rows, out=rows)
+            rows *= scale  # a Python float keeps float32
         return product
     n_freq = product.shape[1]
     out = np.empty((product.shape[0], 2 * n_freq), dtype=product.dtype)

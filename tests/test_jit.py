@@ -155,6 +155,38 @@ def test_float32_and_small_blocks_stay_on_numpy(monkeypatch):
         np.testing.assert_array_equal(a, est.transform(data))
 
 
+@pytest.mark.parametrize("features", ["cos", "sincos"])
+def test_float32_maps_each_tile_as_numpy_would_and_never_loads_numba(features):
+    """float32 tiles: each tile's product, then NumPy's own ops on it, written once; same bits as doing that by hand."""
+    code = f"""
+import sys, numpy as np, dkapprox
+from dkapprox import _jit
+X = np.random.default_rng(5).normal(size=(1000, 16)).astype(np.float32)
+est = dkapprox.RandomFourierFeatures(512, features={features!r}, random_state=0).fit(X)
+W = est.random_weights_.astype(np.float32)  # kept in float64, cast to the data's dtype for its state
+b = None if est.random_offset_ is None else est.random_offset_.astype(np.float32)
+got = est.transform(X)
+assert X.shape[0] * got.shape[1] >= _jit.MIN_COMPILED_VALUES  # a block the float64 path would compile for
+step = max(1, _jit.TILE_VALUES_32 // W.shape[1])
+assert step < X.shape[0]  # several tiles
+parts = []
+for start in range(0, X.shape[0], step):
+    p = X[start:start + step] @ W
+    if b is None:
+        parts.append(np.hstack([np.cos(p), np.sin(p)]) * float(np.sqrt(1.0 / W.shape[1])))
+    else:
+        p += b
+        parts.append(np.cos(p) * float(np.sqrt(2.0 / W.shape[1])))
+expected = np.vstack(parts)
+assert got.dtype == np.float32 and expected.dtype == np.float32
+np.testing.assert_array_equal(got, expected)
+print("numba" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "False"
+
+
 def test_switched_off_or_missing_numba_runs_the_numpy_path(numpy_only):
     assert not _jit.enabled()
     code = ("import sys, warnings; sys.modules['numba'] = None\n"
