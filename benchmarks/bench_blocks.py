@@ -2,6 +2,7 @@
 
     python benchmarks/bench_blocks.py [--rows 2000000] [--blocks 10 100 1000 10000 100000]
                                       [--s3-blocks 10 100 1000 10000] [--s3-rows 200000] [--quick]
+                                      [--status-blocks 10000 100000] [--s3-status-blocks 10000]
 
 The same total rows (``--rows`` x 64 float32 through RBFSampler(256), made in the graph so that no input
 is read) cut into each count of blocks, on LocalCluster(2 workers x 1 thread), written:
@@ -17,7 +18,9 @@ the resume, before any block is written); ``dkapprox info`` (``describe(check_in
 client-and-scheduler process's CPU seconds per task of the write (LocalCluster's scheduler runs in this
 process; the client waits meanwhile), from ``os.times`` around it, over the tasks of the write's graph.
 
-On S3 (the test server, moto on loopback) the same for ``--s3-blocks`` over ``--s3-rows``.
+On S3 (the test server, moto on loopback) the same for ``--s3-blocks`` over ``--s3-rows``. Then the
+status side alone (:func:`status_row`) for ``--status-blocks`` and ``--s3-status-blocks``: a store's
+markers written directly, so that 10^5 blocks need no 10^5-block write.
 Ratios are printed beside the times; absolute times on a shared machine are noise.
 """
 
@@ -117,6 +120,49 @@ def row(client, base, rows, n_blocks):
             f"{1000 * cpu / max(tasks, 1):.2f} ({tasks:,})"]
 
 
+def status_row(base, n_blocks):
+    """The status side alone at ``n_blocks``: every marker written directly, no block computed.
+
+    A write of 10^5 blocks takes this machine's scheduler longer than a session (3 tasks a block at a
+    few ms each); what a rerun reads does not depend on how the markers got there. The store is made by
+    ``write_features(compute=False)`` (plan, lease, arrays), its ``blocks_done`` array filled with one
+    assignment (zarr writes one object per marker), and the write finalized as a finished one would be.
+    """
+    out = f"{base}/status-{n_blocks}.zarr"
+    plan = {"bench": "status", "blocks": n_blocks}
+    _remove(out)
+    features = da.zeros((2 * n_blocks, 8), chunks=(2, 8), dtype=np.float32)
+    build, pending = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
+    group = zarr.open_group(locate(out).store(read_only=False), mode="r+")
+    markers, _ = _timed(lambda: group["blocks_done"].__setitem__(Ellipsis, 1))
+    final, _ = _timed(pending.finalize)
+    complete, finished = _timed(lambda: _finished_same_job(out, plan, io))
+    assert finished, "the rerun did not find the store complete"
+    info, described = _timed(lambda: io.describe(out, check_input=True))
+    assert described["blocks_done"] == n_blocks, described["blocks_done"]
+    _drop_half_the_markers(out, n_blocks)
+    attrs = group.attrs.asdict()
+    group.attrs.update({**attrs, "dkapprox": {**attrs["dkapprox"], "status": "writing"}})
+    half, resumed = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
+    assert resumed.blocks_to_write == (n_blocks + 1) // 2, (resumed.blocks_to_write, n_blocks)
+    resumed.release()
+    _remove(out)
+    return [f"{n_blocks:,}", f"{build:.2f}", f"{markers:.1f}", f"{final:.2f}", f"{complete:.2f}", f"{info:.2f}",
+            f"{half:.2f}"]
+
+
+STATUS_HEADER = ("| blocks | build, new store (s) | markers written directly (s) | finalize (s) "
+                 "| rerun, complete: nothing to do (s) | info (s) | rerun, half the markers: plan (s) |")
+
+
+def status_curve(base, counts, label):
+    print(f"\n## The status of a store of N blocks (markers written directly, no block computed), {label}")
+    print(STATUS_HEADER)
+    print("|---:" * (STATUS_HEADER.count("|") - 1) + "|")
+    for n in counts:
+        print("| " + " | ".join(status_row(base, n)) + " |", flush=True)
+
+
 HEADER = ("| blocks | rows/block | dkapprox write (s) | plain dask (s) | dkapprox / plain | ms per block "
           "| build (s) | rerun, complete (s) | rerun, half the markers (s) | info (s) "
           "| client+scheduler CPU ms per task (tasks) |")
@@ -136,10 +182,13 @@ def main(argv=None):
     parser.add_argument("--blocks", type=int, nargs="*", default=[10, 100, 1_000, 10_000, 100_000])
     parser.add_argument("--s3-rows", type=int, default=200_000)
     parser.add_argument("--s3-blocks", type=int, nargs="*", default=[10, 100, 1_000, 10_000])
+    parser.add_argument("--status-blocks", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--s3-status-blocks", type=int, nargs="*", default=[10_000])
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the script")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.blocks, args.s3_rows, args.s3_blocks = 20_000, [10, 100], 20_000, [10]
+        args.status_blocks, args.s3_status_blocks = [100], [100]
     from distributed import Client, LocalCluster
 
     # the S3 server first: the workers read its AWS_* variables when they start
@@ -147,11 +196,16 @@ def main(argv=None):
             Client(cluster) as client:
         local = tempfile.mkdtemp(prefix="bench-blocks-")
         try:
-            curve(client, local, args.rows, args.blocks, "local disk")
+            if args.blocks:
+                curve(client, local, args.rows, args.blocks, "local disk")
+            if args.status_blocks:
+                status_curve(local, args.status_blocks, "local disk")
         finally:
             shutil.rmtree(local, ignore_errors=True)
         if args.s3_blocks:
             curve(client, bucket, args.s3_rows, args.s3_blocks, "S3 test server")
+        if args.s3_status_blocks:
+            status_curve(bucket, args.s3_status_blocks, "S3 test server")
 
 
 if __name__ == "__main__":

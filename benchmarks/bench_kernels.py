@@ -103,11 +103,11 @@ def limit_seconds(X, est, block_rows, rows):
     def write():  # fresh memory, as each block's output is
         np.empty((block_rows, W.shape[1]), dtype=X.dtype).fill(1.0)
 
+    from concurrent.futures import ThreadPoolExecutor
+
+    outs = [product_out, np.ones_like(product_out)]  # touched, as product_out is
+
     def both_cores():  # the same on two threads at once: what two cores of this machine really give
-        from concurrent.futures import ThreadPoolExecutor
-
-        outs = [np.ones_like(product_out) for _ in range(2)]
-
         def one(i):
             with threadpool_limits(1):
                 np.matmul(block, W, out=outs[i])

@@ -216,7 +216,7 @@ def _described_same_job(out, plan, io, storage_options=None):
 def _finished_same_job(out, plan, io, storage_options=None):
     """True if ``out`` is a complete output of this very plan over its input as it is now: a rerun then
     has nothing to do. A changed input is left to write_features, which names what changed."""
-    described = _described_same_job(out, plan, io, storage_options)
+    described = _described_same_job(out, plan, io, storage_options)  # a complete store's: no marker listed
     if described is None or described.get("status") != "complete":
         return False
     inputs = io.describe(out, check_input=True, storage_options=storage_options)["inputs"]

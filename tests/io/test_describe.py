@@ -7,7 +7,7 @@ import pytest
 import zarr
 
 from dkapprox.errors import InputDataError, InputMissingError
-from dkapprox.io import describe, write_features
+from dkapprox.io import describe, verify, write_features
 
 
 def test_describe_an_output_store_while_and_after_writing(tmp_path):
@@ -24,6 +24,16 @@ def test_describe_an_output_store_while_and_after_writing(tmp_path):
     pending.finalize()
     done = describe(out)
     assert done["status"] == "complete" and done["blocks_done"] == 4 and done["completed"]
+
+
+def test_a_complete_stores_count_comes_from_its_status_and_verify_lists_the_markers_again(tmp_path):
+    out = tmp_path / "o.zarr"
+    write_features(da.ones((100, 3), chunks=(25, 3), dtype="f4"), str(out), plan={})
+    (out / "blocks_done" / "c" / "2" / "0").unlink()  # damage after completion: a lost marker object
+    d = describe(str(out))  # no listing of 10^5 markers to say a finished store is finished
+    assert d["status"] == "complete" and d["blocks_done"] == d["blocks_total"] == 4
+    report = verify(str(out))
+    assert not report.ok and report.missing == [[50, 75]]
 
 
 def test_describe_plain_zarr(tmp_path, input_store):
