@@ -163,7 +163,7 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
     token = tokenize(X.name, shipped.key, block_fn, check, tail, np.dtype(dtype).str, sparse)
     if sparse:
         meta = sp.csr_matrix((0,) + tail, dtype=dtype)
-    elif type(X._meta) is np.ndarray:
+    elif isinstance(X._meta, np.ndarray) or sp.issparse(X._meta):  # NumPy (masked too) or scipy in: ndarray out
         meta = np.empty((0,) + tail, dtype=dtype)
     else:  # CuPy chunks give CuPy blocks out: the meta says so (dask infers it wrongly at times, dask #6493)
         meta = meta_from_array(X._meta, ndim=1 + len(tail), dtype=dtype)
