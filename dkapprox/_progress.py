@@ -195,6 +195,11 @@ def show_distributed(distributed_progress, futures, place):
                 distributed_progress(futures, notebook=False)
             target.write("\n")
             target.flush()
+            # the scheduler feeds the bar from a loop that sleeps 100 ms between writes and ends at the
+            # first write after the bar closed its comm; a cluster closed within that sleep cancels it,
+            # and distributed logs the CancelledError as an ERROR on the user's terminal (seen in CI:
+            # a fit right after a bar, then the client closed). Let the loop end first.
+            time.sleep(_FEED_END_S)
     except Exception:
         pass
 
@@ -309,6 +314,10 @@ class _IntBar:
         self._label.value = f"{done} / {total} tasks, {elapsed:.1f} s, {status}"
         if finished:
             self._bar.bar_style = "danger" if errored else "success"
+
+
+#: how long a finished distributed text bar waits for the scheduler's feed loop (100 ms ticks) to end
+_FEED_END_S = 0.3
 
 
 class CountBar:

@@ -159,3 +159,23 @@ def test_the_command_lines_progress_flags_reach_the_fits(monkeypatch):
     assert _progress.setting() is None
     assert cli._progress(False) is False and _progress.setting() is False  # --no-progress: the fits too
     assert cli._progress(True) is True and _progress.setting() is True
+
+
+CLOSE_RIGHT_AFTER_A_BAR = """
+import os, sys, time, dask, dask.array as da, numpy as np
+os.environ["DKAPPROX_PROGRESS"] = "1"
+import dkapprox
+from distributed import Client, LocalCluster
+slow = da.from_delayed(dask.delayed(lambda: (time.sleep(1.1), np.ones(3))[1])(), shape=(3,), dtype=float)
+for _ in range(3):
+    with Client(LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")):
+        dkapprox.compute(slow)  # distributed's text bar, then the cluster closed at once
+"""
+
+
+def test_a_cluster_closed_right_after_a_bar_logs_no_cancelled_feed():
+    # without the wait for the scheduler's feed loop, 3 closes out of 9 logged CancelledError as an ERROR
+    run = subprocess.run([sys.executable, "-c", CLOSE_RIGHT_AFTER_A_BAR], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stderr.count("100% Completed") == 3
+    assert "CancelledError" not in run.stderr and "ERROR" not in run.stderr, run.stderr[-2000:]
