@@ -90,6 +90,22 @@ def _drop_half_the_markers(out, n_blocks):
     fs.invalidate_cache(path)
 
 
+def _reruns(features, out, plan, n_blocks):
+    """Seconds of (a rerun finding the store complete, ``dkapprox info``, a rerun's plan with half the markers)."""
+    complete, finished = _timed(lambda: _finished_same_job(out, plan, io))
+    assert finished, "the rerun did not find the store complete"
+    info, described = _timed(lambda: io.describe(out, check_input=True))
+    assert described["blocks_done"] == n_blocks, described["blocks_done"]
+    _drop_half_the_markers(out, n_blocks)
+    group = zarr.open_group(locate(out).store(read_only=False), mode="r+")
+    attrs = group.attrs.asdict()
+    group.attrs.update({**attrs, "dkapprox": {**attrs["dkapprox"], "status": "writing"}})
+    half, resumed = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
+    assert resumed.blocks_to_write == (n_blocks + 1) // 2, (resumed.blocks_to_write, n_blocks)
+    resumed.release()
+    return complete, info, half
+
+
 def row(client, base, rows, n_blocks):
     features = _features(rows, n_blocks)
     out, plain_url = f"{base}/dk-{n_blocks}.zarr", f"{base}/plain-{n_blocks}.zarr"
@@ -103,16 +119,7 @@ def row(client, base, rows, n_blocks):
         client, pending.delayed, memory=pending.memory, parts=pending.parts), pending.finalize()))
     cpu, tasks = _cpu() - cpu_before, len(pending.delayed.__dask_graph__())  # a new store: every task runs
     write = build + run
-    complete, finished = _timed(lambda: _finished_same_job(out, plan, io))
-    assert finished, "the rerun did not find the store complete"
-    info, _ = _timed(lambda: io.describe(out, check_input=True))
-    _drop_half_the_markers(out, n_blocks)
-    store = zarr.open_group(locate(out).store(read_only=False), mode="r+")
-    attrs = store.attrs.asdict()
-    store.attrs.update({**attrs, "dkapprox": {**attrs["dkapprox"], "status": "writing"}})
-    half, resumed = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
-    assert resumed.blocks_to_write == (n_blocks + 1) // 2, (resumed.blocks_to_write, n_blocks)
-    resumed.release()
+    complete, info, half = _reruns(features, out, plan, n_blocks)
     _remove(out)
     _remove(plain_url)
     return [f"{n_blocks:,}", f"{rows // n_blocks:,}", f"{write:.2f}", f"{plain:.2f}", f"{write / plain:.2f}",
@@ -136,16 +143,7 @@ def status_row(base, n_blocks):
     group = zarr.open_group(locate(out).store(read_only=False), mode="r+")
     markers, _ = _timed(lambda: group["blocks_done"].__setitem__(Ellipsis, 1))
     final, _ = _timed(pending.finalize)
-    complete, finished = _timed(lambda: _finished_same_job(out, plan, io))
-    assert finished, "the rerun did not find the store complete"
-    info, described = _timed(lambda: io.describe(out, check_input=True))
-    assert described["blocks_done"] == n_blocks, described["blocks_done"]
-    _drop_half_the_markers(out, n_blocks)
-    attrs = group.attrs.asdict()
-    group.attrs.update({**attrs, "dkapprox": {**attrs["dkapprox"], "status": "writing"}})
-    half, resumed = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
-    assert resumed.blocks_to_write == (n_blocks + 1) // 2, (resumed.blocks_to_write, n_blocks)
-    resumed.release()
+    complete, info, half = _reruns(features, out, plan, n_blocks)
     _remove(out)
     return [f"{n_blocks:,}", f"{build:.2f}", f"{markers:.1f}", f"{final:.2f}", f"{complete:.2f}", f"{info:.2f}",
             f"{half:.2f}"]
