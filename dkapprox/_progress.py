@@ -191,15 +191,13 @@ def show_distributed(distributed_progress, futures, place):
             display(distributed_progress(futures, notebook=True))
         else:  # distributed's text bar writes to stdout: the cell's output, or stderr on a terminal
             target = sys.stdout if place == "notebook" else sys.stderr
+            client = futures[0].client if futures else None
+            before = _feeds(client)
             with contextlib.redirect_stdout(target):
                 distributed_progress(futures, notebook=False)
             target.write("\n")
             target.flush()
-            # the scheduler feeds the bar from a loop that sleeps 100 ms between writes and ends at the
-            # first write after the bar closed its comm; a cluster closed within that sleep cancels it,
-            # and distributed logs the CancelledError as an ERROR on the user's terminal (seen in CI:
-            # a fit right after a bar, then the client closed). Let the loop end first.
-            time.sleep(_FEED_END_S)
+            _feeds_ended(client, before)
     except Exception:
         pass
 
@@ -316,8 +314,50 @@ class _IntBar:
             self._bar.bar_style = "danger" if errored else "success"
 
 
-#: how long a finished distributed text bar waits for the scheduler's feed loop (100 ms ticks) to end
-_FEED_END_S = 0.3
+#: the longest a finished distributed text bar waits for the scheduler's loop that fed it to end
+FEED_END_TIMEOUT_S = 5.0
+
+
+def _feeds(client):
+    """How many feeds the scheduler serves, or None where that cannot be asked (then nothing waits)."""
+    if client is None:
+        return None
+
+    def count(dask_scheduler=None):  # a closure, sent by value: the scheduler needs no dkapprox
+        return sum(op == "feed" for op in list(getattr(dask_scheduler, "_comms", {}).values()))
+
+    try:
+        return client.run_on_scheduler(count)
+    except Exception:  # noqa: BLE001 - an old or foreign scheduler: the bar still draws
+        return None
+
+
+def _feeds_ended(client, before, timeout=FEED_END_TIMEOUT_S):
+    """Wait until the scheduler's loop that fed a finished bar has ended (at most ``timeout`` s).
+
+    The scheduler feeds distributed's text bar from a loop that sleeps 100 ms between writes and
+    ends only at its first write after the bar closed its comm. A cluster closed within that sleep
+    cancels the loop, and distributed logs the CancelledError as an ERROR on the user's terminal
+    (CI: a fit right after a bar, then the client closed). So the bar returns only once the
+    scheduler serves no more feeds than before it started: a condition, asked on the scheduler.
+    """
+    if client is None or before is None:
+        return
+
+    async def down_to(count, seconds, dask_scheduler=None):
+        import asyncio
+        import time as clock
+
+        def feeds():
+            return sum(op == "feed" for op in list(getattr(dask_scheduler, "_comms", {}).values()))
+
+        deadline = clock.monotonic() + seconds
+        while feeds() > count and clock.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return feeds()
+
+    with contextlib.suppress(Exception):
+        client.run_on_scheduler(down_to, before, timeout)
 
 
 class CountBar:
