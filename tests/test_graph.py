@@ -144,3 +144,44 @@ def test_dask_weighs_a_shipped_state_by_the_arrays_it_holds():
         state = est.fit(X)._state(np.float64)
         arrays = sum(v.nbytes for v in vars(est).values() if isinstance(v, np.ndarray))
         assert sizeof(state) >= 0.9 * arrays > 0, type(est).__name__
+
+
+def _write_graph(Z, tmp_path):
+    from dkapprox.io import write_features
+
+    pending = write_features(Z, str(tmp_path / "out.zarr"), plan={}, compute=False)
+    return pending, dict(pending.delayed.__dask_graph__())
+
+
+def test_a_write_is_one_task_per_block_with_its_read_and_map(tmp_path):
+    # read (from_array) and map (the transform) fused into the write: one task a block,
+    # plus the keys every block shares (state, source array, writer) and the count
+    X = np.random.default_rng(0).random((300, 8))
+    est = dkapprox.RBFSampler(n_components=16, random_state=0).fit(X)
+    Z = est.transform(da.from_array(X, chunks=(10, -1)))
+    pending, graph = _write_graph(Z, tmp_path)
+    writes = set(pending.parts)
+    assert len(writes) == 30 and len(graph) - len(writes) <= 5, len(graph)
+    block_keys = set(dict(dask.optimize(Z)[0].__dask_graph__()))
+    assert not any(dep[0] == Z.name for w in writes for dep in graph[w].dependencies if isinstance(dep, tuple))
+    assert not block_keys & writes
+    assert pending.delayed.compute() == 30
+    pending.finalize()
+    np.testing.assert_array_equal(dkapprox.io.open_features(str(tmp_path / "out.zarr")).compute(),
+                                  transform_by_blocks(est, X, 10))
+
+
+def test_a_chunk_two_blocks_share_stays_one_task(tmp_path):
+    # rows rechunked from 15 to 10: source chunk 1 (rows 15-29) feeds blocks 1 and 2, so it is
+    # computed once, as its own key, not once inside each write
+    X = np.random.default_rng(1).random((60, 4))
+    est = dkapprox.RBFSampler(n_components=8, random_state=0).fit(X)
+    source = da.from_array(X, chunks=(15, -1)).map_blocks(lambda b: b + 0.0)
+    Z = est.transform(source.rechunk((10, 4)))
+    pending, graph = _write_graph(Z, tmp_path)
+    source_keys = [k for k in graph if isinstance(k, tuple) and k[0] == source.name]
+    assert len(source_keys) == 4, "the source chunks were fused into the writes, or lost"
+    assert pending.delayed.compute() == 6
+    pending.finalize()
+    np.testing.assert_array_equal(dkapprox.io.open_features(str(tmp_path / "out.zarr")).compute(),
+                                  transform_by_blocks(est, X, 10))
