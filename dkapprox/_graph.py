@@ -493,8 +493,11 @@ def _fused_writes(graph, writes, writer):
                     own.append(graph[dep])
                     stack.append(dep)
         absorbed.update(task.key for task in own)
-        write = Task(key, _write_one, TaskRef(block), TaskRef(writer), index)
-        fused[key] = GraphNode.fuse(*own, write, key=key)
+        if len(own) == 1 and isinstance(own[0], Task):  # the usual case: the block's task nested as an argument,
+            fused[key] = Task(key, _write_one, own[0], TaskRef(writer), index)  # a tenth of what a fuse costs
+        else:
+            write = Task(key, _write_one, TaskRef(block), TaskRef(writer), index)
+            fused[key] = GraphNode.fuse(*own, write, key=key)
     fused.update((key, task) for key, task in graph.items() if key not in absorbed)
     return fused
 

@@ -185,3 +185,19 @@ def test_a_chunk_two_blocks_share_stays_one_task(tmp_path):
     pending.finalize()
     np.testing.assert_array_equal(dkapprox.io.open_features(str(tmp_path / "out.zarr")).compute(),
                                   transform_by_blocks(est, X, 10))
+
+
+def test_a_block_made_by_several_tasks_is_fused_into_its_write_whole(tmp_path):
+    # dask's random arrays are not blockwise: each block's draw stays a task of its own next to
+    # its transform, and both go into the write (GraphNode.fuse), leaving one task a block
+    X = da.random.default_rng(0).standard_normal((120, 6), chunks=(20, 6))
+    est = dkapprox.RBFSampler(n_components=8, random_state=0).fit(X[:20].compute())
+    Z = est.transform(X)
+    optimized = dict(dask.optimize(Z)[0].__dask_graph__())
+    assert len(optimized) > 2 * Z.numblocks[0], "the draws were fused by dask: this test no longer tests the fuse"
+    pending, graph = _write_graph(Z, tmp_path)
+    assert len(graph) - len(pending.parts) <= 5, len(graph)
+    assert pending.delayed.compute() == 6
+    pending.finalize()
+    np.testing.assert_array_equal(dkapprox.io.open_features(str(tmp_path / "out.zarr")).compute(),
+                                  transform_by_blocks(est, X.compute(), 20))
