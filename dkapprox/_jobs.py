@@ -249,9 +249,9 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
         if pending.blocks_to_write < pending.blocks_total:
             log.info("resuming %s: %d of %d blocks already written", shown(out),
                      pending.blocks_total - pending.blocks_to_write, pending.blocks_total)
-        run(client, pending.delayed, progress=progress, memory=pending.memory, parts=pending.parts,
-            spread=pending.spread)
-        return pending.finalize()
+        written = run(client, pending.delayed, progress=progress, memory=pending.memory, parts=pending.parts,
+                      spread=pending.spread)
+        return pending.finalize(written)  # every planned block returned after its marker: no listing again
     except errors.WorkerMemoryError as exc:
         raise errors.WorkerMemoryError(exc.facts, _memory_advice(exc, out, plan, io, storage_options),
                                        suggested_rows=exc.suggested_rows, block_shape=exc.block_shape,

@@ -285,3 +285,23 @@ def test_write_under_a_distributed_cluster(tmp_path, input_store, data):
         report = pending.finalize()
     assert report.blocks_written == 10
     np.testing.assert_array_equal(open_features(out).compute(), transform_by_blocks(est, data, 100))
+
+
+def test_finalize_given_every_planned_write_lists_no_markers_and_without_it_checks_them(tmp_path):
+    # the count the writes computed to says each returned after its marker: finalize trusts it and
+    # does not list 10^5 markers again; without it (or with another count) it lists them and refuses
+    # a store a marker is missing from. A marker deleted behind the run's back shows which path ran.
+    Z = da.ones((40, 2), chunks=(10, 2))
+    for count, ends in ((None, "refused"), (3, "refused"), (4, "complete")):
+        out = str(tmp_path / f"z{count}.zarr")
+        pending = write_features(Z, out, plan={}, compute=False)
+        written = pending.delayed.compute()
+        assert written == pending.blocks_to_write == 4
+        os.remove(os.path.join(out, "blocks_done", "c", "2", "0"))
+        if ends == "refused":
+            with pytest.raises(IncompleteStoreError, match="1 of 4 blocks are not written"):
+                pending.finalize(count)
+            pending.release()
+        else:
+            assert pending.finalize(count).blocks_written == 4
+            assert describe(out)["status"] == "complete"
