@@ -71,7 +71,7 @@ def main():
         future = client.compute(pending.delayed)
         progress(future, notebook=False)
         print()
-        report = pending.finalize()
+        report = pending.finalize(future.result())  # the count of blocks written: no listing of their markers
         seconds = time.perf_counter() - started
         print(f"wrote {report.blocks_written} of {report.blocks_total} blocks in {seconds:.2f} s "
               f"({X.shape[0] / seconds:,.0f} rows/s)")
