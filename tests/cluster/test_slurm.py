@@ -37,7 +37,11 @@ from _slurm import DOWN, UP, OneNodeSlurm, SlurmSetupError, ensure_installed, mi
 pytestmark = pytest.mark.slow
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-ROWS, FEATURES, BLOCK = 150_000, 16, 250   # 600 blocks: ~10 s on two single-core workers
+ROWS, FEATURES, BLOCK = 150_000, 16, 250   # 600 blocks: a few seconds on two single-core workers
+#: a cancelled worker's job is replaced after distributed's lost-worker timeout (15 s by default) and the
+#: next adaptive check (every 1 s): 0.2 s each here, so that the replacement is submitted within about a
+#: second, well before the surviving worker ends the ~560 blocks left (one task a block, 2-5 ms each)
+REPLACE_FAST = {"distributed.deploy.lost-worker-timeout": "200ms", "distributed.adaptive.interval": "200ms"}
 
 
 @pytest.fixture(scope="module")
@@ -173,15 +177,16 @@ def test_a_worker_job_cancelled_mid_run_is_resubmitted_and_the_output_is_byte_id
     config = site_config(tmp_path / "slurm.yaml", "dkx-scancel",
                           scale="adapt: {minimum_jobs: 2, maximum_jobs: 2}")
     out = tmp_path / "out.zarr"
-    # distributed gives a lost worker 15 s to come back before its job is replaced; 2 s keeps this test short
     proc = subprocess.Popen([sys.executable, "-m", "dkapprox", "featurize", str(data["input"]), "--method", "rbf",
                              "--n-components", "64", "--out", str(out), "--cluster", str(config)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(DASK_DISTRIBUTED__DEPLOY__LOST_WORKER_TIMEOUT="2s"))
+                            env=env(DASK_DISTRIBUTED__DEPLOY__LOST_WORKER_TIMEOUT=REPLACE_FAST[
+                                "distributed.deploy.lost-worker-timeout"],
+                                DASK_DISTRIBUTED__ADAPTIVE__INTERVAL=REPLACE_FAST["distributed.adaptive.interval"]))
     try:
         with JobWatch(slurm, "dkx-scancel") as jobs:
-            for _ in range(600):  # until both workers run and 40 blocks are written (at most 120 s)
-                if len(jobs.running()) == 2 and blocks_done(out) >= 40 or proc.poll() is not None:
+            for _ in range(600):  # until both workers run and 10 blocks are written (at most 120 s)
+                if len(jobs.running()) == 2 and blocks_done(out) >= 10 or proc.poll() is not None:
                     break
                 time.sleep(0.2)
             first = jobs.running()
@@ -227,13 +232,13 @@ def test_python_api_connect_runs_on_slurm_and_survives_a_cancelled_job(slurm, da
     out = tmp_path / "out.zarr"
     X = io.open_array(data["input"])
     est = RBFSampler(n_components=64, random_state=0).fit(X)
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "2s"}), connect(config) as client:
+    with dask.config.set(REPLACE_FAST), connect(config) as client:
         assert type(client.cluster).__name__ == "SLURMCluster"
         client.cluster.scheduler.add_plugin(plugin)
         pending = io.write_features(est.transform(X), out, plan={"test": "slurm api"}, compute=False)
         future = client.compute(pending.delayed)
         for _ in range(600):
-            if len(client.scheduler_info()["workers"]) == 2 and blocks_done(out) >= 40 or future.done():
+            if len(client.scheduler_info()["workers"]) == 2 and blocks_done(out) >= 10 or future.done():
                 break
             time.sleep(0.2)
         jobs = sorted((j.job_id for j in client.cluster.workers.values()), key=int)
