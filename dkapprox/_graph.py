@@ -472,7 +472,8 @@ def _fused_writes(graph, writes, writer):
 
     A block's own tasks are its key's task and, up the dependencies, every
     task whose only dependent is one of them (a row block read, then mapped):
-    those are fused (``GraphNode.fuse``) into the write. A task two blocks
+    one such task is nested into the write as an argument, several are fused
+    with it (``GraphNode.fuse``, twice the cost a block). A task two blocks
     need (the shipped state, the source array, a chunk a rechunk splits)
     stays a key of its own. Built on dask's task spec (dask 2024.12 on; a
     layer of legacy tuples is converted first).
