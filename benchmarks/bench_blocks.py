@@ -20,14 +20,15 @@ process; the client waits meanwhile), from ``os.times`` around it, over the task
 
 On S3 (the test server, moto on loopback) the same for ``--s3-blocks`` over ``--s3-rows``. Then the
 status side alone (:func:`status_row`) for ``--status-blocks`` and ``--s3-status-blocks``: a store's
-markers written directly, so that 10^5 blocks need no 10^5-block write.
+records written directly (as workers leave them: packed into logs), so that 10^5 blocks need no
+10^5-block write.
 Ratios are printed beside the times; absolute times on a shared machine are noise.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import asyncio
 import os
 import shutil
 import sys
@@ -46,6 +47,7 @@ from _common import s3_bucket  # noqa: E402
 from dkapprox import io  # noqa: E402
 from dkapprox._jobs import _finished_same_job  # noqa: E402
 from dkapprox.io._location import locate  # noqa: E402
+from dkapprox.io._markers import EVERY, LOG, clear_rows, encode  # noqa: E402
 from dkapprox.kernel_approximation import RBFSampler  # noqa: E402
 
 COLS, N_COMPONENTS = 64, 256
@@ -83,11 +85,35 @@ def _remove(url):
 
 
 def _drop_half_the_markers(out, n_blocks):
-    fs, path = locate(out).filesystem()
-    for i in range(0, n_blocks, 2):
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm_file(f"{path}/blocks_done/c/{i}/0")
-    fs.invalidate_cache(path)
+    """Every second block unrecorded, wherever its record is (a log or its own object), as a refresh
+    clears the blocks it rewrites."""
+    clear_rows(zarr.open_group(locate(out).store(read_only=False), mode="r+"), range(0, n_blocks, 2))
+
+
+def _record_as_workers_leave_it(out, n_blocks, workers=2):
+    """The records of ``n_blocks`` written as a job's workers leave them: packed into logs of
+    ``EVERY``, and the last ``EVERY - 1`` of each worker still one object each. Returns (logs, singles)."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    done = zarr.open_group(locate(out).store(read_only=False), mode="r+")["blocks_done"]
+    tail = min(n_blocks, workers * (EVERY - 1))
+    packed = n_blocks - tail
+    buffer = default_buffer_prototype().buffer.from_bytes
+
+    async def put():
+        logs = [(done.store_path / f"{LOG}/{start}").set(buffer(encode(
+            [(i, 0, 1) for i in range(start, min(start + EVERY, packed))]))) for start in range(0, packed, EVERY)]
+        await asyncio.gather(*logs)
+        gate = asyncio.Semaphore(32)
+
+        async def single(i):
+            async with gate:
+                await (done.store_path / f"c/{i}/0").set(buffer(np.array([1], dtype="<u8").tobytes()))
+        await asyncio.gather(*(single(i) for i in range(packed, n_blocks)))
+        return len(logs)
+
+    return sync(put()), tail
 
 
 def _reruns(features, out, plan, n_blocks):
@@ -128,34 +154,33 @@ def row(client, base, rows, n_blocks):
 
 
 def status_row(base, n_blocks):
-    """The status side alone at ``n_blocks``: every marker written directly, no block computed.
+    """The status side alone at ``n_blocks``: every record written directly, no block computed.
 
-    A write of 10^5 blocks takes this machine's scheduler longer than a session (3 tasks a block at a
-    few ms each); what a rerun reads does not depend on how the markers got there. The store is made by
-    ``write_features(compute=False)`` (plan, lease, arrays), its ``blocks_done`` array filled with one
-    assignment (zarr writes one object per marker), and the write finalized as a finished job's is: given
-    the count of writes that returned, so without listing the markers again.
+    A write of 10^5 blocks takes this machine's scheduler longer than a session; what a rerun reads
+    does not depend on how the records got there. The store is made by ``write_features(compute=False)``
+    (plan, lease, arrays), its records written as two workers leave them (:func:`_record_as_workers_leave_it`:
+    logs of 1,000, and 999 single objects each), and the write finalized as a finished job's is: given
+    the count of writes that returned, so without listing the records again.
     """
     out = f"{base}/status-{n_blocks}.zarr"
     plan = {"bench": "status", "blocks": n_blocks}
     _remove(out)
     features = da.zeros((2 * n_blocks, 8), chunks=(2, 8), dtype=np.float32)
     build, pending = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
-    group = zarr.open_group(locate(out).store(read_only=False), mode="r+")
-    markers, _ = _timed(lambda: group["blocks_done"].__setitem__(Ellipsis, 1))
+    markers, (logs, singles) = _timed(lambda: _record_as_workers_leave_it(out, n_blocks))
     final, _ = _timed(lambda: pending.finalize(n_blocks))  # as a job does: given the count its writes returned
     complete, info, half = _reruns(features, out, plan, n_blocks)
     _remove(out)
-    return [f"{n_blocks:,}", f"{build:.2f}", f"{markers:.1f}", f"{final:.2f}", f"{complete:.2f}", f"{info:.2f}",
-            f"{half:.2f}"]
+    return [f"{n_blocks:,}", f"{build:.2f}", f"{markers:.1f} ({logs:,} logs, {singles:,} single)", f"{final:.2f}",
+            f"{complete:.2f}", f"{info:.2f}", f"{half:.2f}"]
 
 
-STATUS_HEADER = ("| blocks | build, new store (s) | markers written directly (s) | finalize, given the count (s) "
+STATUS_HEADER = ("| blocks | build, new store (s) | records written directly (s) | finalize, given the count (s) "
                  "| rerun, complete: nothing to do (s) | info (s) | rerun, half the markers: plan (s) |")
 
 
 def status_curve(base, counts, label):
-    print(f"\n## The status of a store of N blocks (markers written directly, no block computed), {label}")
+    print(f"\n## The status of a store of N blocks (records written directly, no block computed), {label}")
     print(STATUS_HEADER)
     print("|---:" * (STATUS_HEADER.count("|") - 1) + "|")
     for n in counts:

@@ -16,6 +16,7 @@ from ._common import canonical_json, utc_now
 from ._identity import InputChanges, compare, load_listing, save_listing
 from ._lease import LEASE_PREFIX
 from ._location import missing_bucket
+from ._markers import clear_rows
 from ._probe import PROBE_PREFIX
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, output_attributes
 
@@ -166,9 +167,7 @@ def begin_refresh(group, info, header, redo):
     info.pop("completed", None)
     group.update_attributes({ATTRIBUTE: info})
     ensure_arrays(group, header["layout"], header["layout"].get("compression"), grow=True)
-    done = group[BLOCKS_DONE]  # default config: writing the fill value deletes the marker's object
-    for i in redo:
-        done[i, :] = 0
+    clear_rows(group, redo)  # single records and packed ones
 
 
 def existing(loc):

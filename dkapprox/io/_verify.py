@@ -21,6 +21,7 @@ import numpy as np
 
 from ._identity import compare, identify, load_listing
 from ._location import locate, location_of_node
+from ._markers import read as read_markers
 from ._zarr_store import BLOCKS_DONE, FEATURES, checksum, open_node, output_attributes, reading
 
 __all__ = ["VerifyReport", "input_status", "verify"]
@@ -136,7 +137,7 @@ def verify(path, *, check_input=True, threads=None, storage_options=None) -> Ver
         raise InputDataError(f"{where}: not a dkapprox output store; verify checks stores written by dkapprox")
     with reading(where):
         features = group[FEATURES] if FEATURES in group else None
-        markers = group[BLOCKS_DONE][...] if BLOCKS_DONE in group else np.zeros(
+        markers = read_markers(group, info["layout"]["numblocks"], values=True) if BLOCKS_DONE in group else np.zeros(
             tuple(info["layout"]["numblocks"]), dtype=np.uint64)
     rows = int(info["layout"]["chunks"][0])
     n = int(info["layout"]["shape"][0])

@@ -8,7 +8,9 @@ A dkapprox output store is a Zarr v3 group::
     OUT/zarr.json                  group; attributes["dkapprox"]: kind, format, plan, layout, status
     OUT/features/...               the features, (n_samples, n_features_out), chunks = dask blocks
     OUT/blocks_done/...            uint64 (row blocks, column blocks), chunks (1, 1): the block's checksum
-                                   (XXH3-64 of its bytes, never 0) once written, 0 (no object) before
+                                   (XXH3-64 of its bytes, never 0) once written, 0 (no object) before;
+                                   workers pack these records into OUT/blocks_done/log/ objects
+                                   (dkapprox.io._markers)
     OUT/input_listing/...          uint8, zstd: the inputs' chunk listings as JSON (dkapprox.io._identity)
 
 ``blocks_done[i, j]`` is written right after features block ``(i, j)``, each
@@ -28,9 +30,9 @@ import numpy as np
 
 from ..errors import DkapproxError, IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
 from ._location import Location, locate, location_of_node, missing_bucket
+from ._markers import BLOCKS_DONE, read  # noqa: F401 - BLOCKS_DONE: named here too, as FEATURES is
 
 FEATURES = "features"
-BLOCKS_DONE = "blocks_done"
 ATTRIBUTE = "dkapprox"
 OUTPUT_KIND = "features"
 OUTPUT_FORMAT = 1
@@ -272,26 +274,10 @@ def output_attributes(group):
 def blocks_done(group) -> np.ndarray:
     """The (row blocks, column blocks) map of written blocks (bool); all False if not created yet.
 
-    Read from one listing of the markers' objects, not one read per marker: a marker object exists
-    only once its block is written (never holding 0: clearing one deletes its object), so a store of
-    10^5 blocks answers in one walk on disk or a hundred LIST pages on S3 instead of 10^5 GETs.
+    Read from two listings (the blocks' single record objects, then the logs workers packed them
+    into) and one read per log, never one read per block: see :mod:`dkapprox.io._markers`.
     """
-    from ._identity import list_entries
-
-    info = output_attributes(group)
-    numblocks = tuple(info["layout"]["numblocks"])
-    done = np.zeros(numblocks, dtype=bool)
-    prefix = f"{group.path}/{BLOCKS_DONE}".strip("/")
-    entries, _ = list_entries(group.store, prefix)
-    for key, size, _stamp in entries:
-        parts = key.split("/")
-        if len(parts) == 3 and parts[0] == "c" and size and parts[1].isdigit() and parts[2].isdigit():
-            i, j = int(parts[1]), int(parts[2])
-            if i >= numblocks[0] or j >= numblocks[1]:
-                raise InputDataError(f"{BLOCKS_DONE} has a marker for block ({i}, {j}), the layout has "
-                                     f"{numblocks}")
-            done[i, j] = True
-    return done
+    return read(group, output_attributes(group)["layout"]["numblocks"]) != 0
 
 
 def checksum(block) -> int:

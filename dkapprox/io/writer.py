@@ -23,10 +23,11 @@ takes over at once, one killed elsewhere a lease that expires.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -36,11 +37,13 @@ from ._common import canonical_json, package_version, utc_now
 from ._identity import compare, has_listing, identify, listing_digest, save_listing
 from ._lease import acquire
 from ._location import Location, is_inside, locate, location_of_node
+from ._markers import Journal, markers_per_log, pack
 from ._output_store import changed_error, ensure_arrays, open_or_create, remove_partial_files
 from ._probe import require_shared
 from ._zarr_store import ATTRIBUTE, OUTPUT_FORMAT, OUTPUT_KIND, blocks_done, checksum, output_attributes
 
 COMPRESSIONS = (None, "zstd")
+log = logging.getLogger(__name__)
 # packages whose errors mean the store could not be reached (botocore's ConnectionClosedError is no OSError)
 _TRANSPORTS = frozenset({"botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "requests"})
 
@@ -142,11 +145,17 @@ class PendingWrite:
 
 @dataclass(frozen=True)
 class BlockWriter:
-    """Writes one block as its own chunk, then its record (shipped to the graph once)."""
+    """Writes one block as its own chunk, then its record (shipped to the graph once).
+
+    Every ``journal.every`` blocks a worker writes, it packs their records into one log object and
+    deletes their single ones (:mod:`dkapprox.io._markers`), so that a resume lists a few objects
+    per thousand blocks. A pack that fails is logged and dropped: the single records stay.
+    """
 
     features: object  # zarr.Array opened for writing
     done: object  # zarr.Array of uint64, chunks (1, 1): the block's checksum once written
     lease: object = None  # dkapprox.io._lease.LeaseCheck: raises LeaseLostError unless the lease is still ours
+    journal: Journal = field(default_factory=lambda: Journal(0), compare=False)  # this worker's unpacked records
 
     def __call__(self, block, index):
         i, j = index
@@ -168,13 +177,26 @@ class BlockWriter:
 
     async def _write(self, region, block, index, marker):
         """The block's chunk, then its marker's 8 bytes, in one trip to zarr's event loop (two trips,
-        each through the codec pipeline, cost 1.5 ms a block: as much as a 200 KiB chunk's write)."""
+        each through the codec pipeline, cost 1.5 ms a block: as much as a 200 KiB chunk's write);
+        then, every ``journal.every`` blocks, the worker's records packed."""
         from zarr.core.buffer import default_buffer_prototype
 
         await self.features._async_array.setitem(region, block)
         raw = np.array([marker], dtype="<u8").tobytes()
         await (self.done.store_path / self.done.metadata.encode_chunk_key(index)).set(
             default_buffer_prototype().buffer.from_bytes(raw))  # after the data: never before its block
+        batch = self.journal.add(index, marker)
+        if batch:
+            await self._pack(batch)
+
+    async def _pack(self, batch):
+        try:
+            if self.lease is not None:
+                self.lease()  # a run that lost the store leaves its records as they are
+            await pack(self.done, batch)
+        except Exception as exc:  # noqa: BLE001 - the single records stay: nothing is lost
+            log.warning("packing %d block records of %s failed (%s: %s); they stay one object each",
+                        len(batch), self.done.store_path, type(exc).__name__, exc)
 
 
 def _raw_markers(done) -> bool:
@@ -290,6 +312,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         raise ValueError("pass refresh=True or overwrite=True, not both: a refresh keeps what is still right")
     features = _storable(features)
     plan = _json_safe_plan(plan)
+    every = markers_per_log()
     loc = locate(out, storage_options)
     if not allow_inside_input:
         _refuse_inside_input(loc, features, plan)
@@ -309,7 +332,8 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     try:  # again: the holder we waited for may have finished, or the input changed meanwhile
         opened = open_or_create(loc, header, identities, overwrite=overwrite, refresh=refresh)
         group, resumed = opened.group, opened.resumed
-        writer = BlockWriter(*ensure_arrays(group, header["layout"], compression), lease=lease.checker())
+        writer = BlockWriter(*ensure_arrays(group, header["layout"], compression), lease=lease.checker(),
+                             journal=Journal(every))
         if loc.local:  # a killed write's temporary files (a dead creator's zarr.<uuid>.partial too)
             remove_partial_files(loc.path)
         # a store made just now has no block written: reading its markers is one request per block on S3
