@@ -141,8 +141,8 @@ def row(client, base, rows, n_blocks):
     plain, _ = _timed(lambda: _plain(features, plain_url))
     cpu_before = _cpu()
     build, pending = _timed(lambda: io.write_features(features, out, plan=plan, compute=False))
-    run, _ = _timed(lambda: (__import__("dkapprox.cluster", fromlist=["run"]).run(
-        client, pending.delayed, memory=pending.memory, parts=pending.parts), pending.finalize()))
+    run, _ = _timed(lambda: pending.finalize(__import__("dkapprox.cluster", fromlist=["run"]).run(
+        client, pending.delayed, memory=pending.memory, parts=pending.parts)))  # as a job: given the count
     cpu, tasks = _cpu() - cpu_before, len(pending.delayed.__dask_graph__())  # a new store: every task runs
     write = build + run
     complete, info, half = _reruns(features, out, plan, n_blocks)
