@@ -135,7 +135,10 @@ def _local_listing(root):
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(key)
                 elif not entry.name.endswith(".partial"):
-                    st = entry.stat(follow_symlinks=False)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # deleted since the folder was read (a worker packing its
+                        continue  # markers): gone, as a listing a moment later would say
                     entries.append((key, int(st.st_size), int(st.st_mtime_ns)))
     return entries
 
