@@ -3,16 +3,14 @@ rewrites only what changed; verify finds real damage. Real Zarr stores, real S3 
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from _io_helpers import JOB, kill_job_when
 
 from dkapprox.cli import main
 from dkapprox.errors import IncompleteStoreError, InputChangedError
@@ -22,7 +20,6 @@ from dkapprox.io._location import locate
 from dkapprox.kernel_approximation import RBFSampler
 
 ROWS, BLOCK, COLS = 2_000, 100, 8
-JOB = str(Path(__file__).with_name("_featurize_job.py"))
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -153,16 +150,7 @@ def test_a_killed_run_over_a_rewritten_input_is_refused_not_resumed(tmp_path, ca
     source, out = str(tmp_path / "in.zarr"), str(tmp_path / "out.zarr")
     data = np.random.default_rng(3).random((40 * 100, 16)).astype(np.float32)
     _make(source, data, chunks=(100, 16))
-    proc = subprocess.Popen([sys.executable, JOB, source, out, "0.05"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while describe_done(out) < 3:
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "the job never wrote 3 blocks"
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=60) == -signal.SIGKILL
-    proc.stderr.close()
+    kill_job_when(source, out, 0.05, lambda: describe_done(out) >= 3, "the job never wrote 3 blocks")
     _make(source, np.random.default_rng(4).random(data.shape).astype(np.float32), chunks=(100, 16))
     rerun = subprocess.run([sys.executable, JOB, source, out, "0"], capture_output=True, text=True, timeout=300)
     assert rerun.returncode != 0 and "InputChangedError" in rerun.stderr, rerun.stderr

@@ -2,20 +2,16 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
-from _io_helpers import make_store
+from _io_helpers import JOB, kill_job_when, make_store
 
 from dkapprox.io import describe, open_features
 
-JOB = str(Path(__file__).with_name("_featurize_job.py"))
 N_BLOCKS = 80
 SLOW = 0.03  # seconds per input block in the run that gets killed: about 1.2 s of writing on 2 threads
 
@@ -30,21 +26,6 @@ def _run(source, out, seconds=0.0):
 def _recorded(out):
     root = os.path.join(out, "blocks_done", "c")
     return sum(len([f for f in files if not f.endswith(".partial")]) for _, _, files in os.walk(root))
-
-
-def _kill_when(source, out, ready, **env):
-    """Run the job on ``source`` into ``out`` (``env`` added to its environment) and SIGKILL it once
-    ``ready()`` holds (polled every 2 ms, for 120 s at most)."""
-    proc = subprocess.Popen([sys.executable, JOB, source, out, str(SLOW)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, **env})
-    deadline = time.monotonic() + 120
-    while not ready():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "the job never got there"
-        time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=60) == -signal.SIGKILL
-    proc.stderr.close()
 
 
 def _files(root):
@@ -74,7 +55,8 @@ def undisturbed(job_input, tmp_path_factory):
 def test_sigkill_then_rerun_gives_the_undisturbed_bytes(job_input, undisturbed, tmp_path, kill_at):
     out = str(tmp_path / "features.zarr")
     target = 0 if kill_at == "plan" else int(kill_at * N_BLOCKS)
-    _kill_when(job_input, out, lambda: os.path.exists(os.path.join(out, "zarr.json")) and _recorded(out) >= target)
+    kill_job_when(job_input, out, SLOW,
+                  lambda: os.path.exists(os.path.join(out, "zarr.json")) and _recorded(out) >= target)
 
     killed = describe(out)
     assert killed["status"] == "writing", "the job finished before the kill landed"
@@ -111,8 +93,8 @@ def test_a_job_killed_while_its_records_are_packed_resumes_to_the_same_features(
 
     out = str(tmp_path / "features.zarr")
     logs = os.path.join(out, "blocks_done", "log")
-    _kill_when(job_input, out, lambda: os.path.isdir(logs) and len(os.listdir(logs)) >= 4,  # 32 blocks packed
-               DASK_DKAPPROX__IO__MARKERS_PER_LOG="8")
+    kill_job_when(job_input, out, SLOW, lambda: os.path.isdir(logs) and len(os.listdir(logs)) >= 4,  # 32 packed
+                  "the job never packed its records", DASK_DKAPPROX__IO__MARKERS_PER_LOG="8")
 
     killed = describe(out)
     assert killed["status"] == "writing", "the job finished before the kill landed"
