@@ -19,7 +19,7 @@ from sklearn.utils.extmath import row_norms
 
 from .. import _jit, _xp
 from .._graph import SizedState
-from .._system import touched_empty
+from .._recycle import empty as recycled_empty
 from ._device_kernels import device_between
 
 PRECOMPUTED = "precomputed"
@@ -164,7 +164,7 @@ def nystroem_features(block, state):
     if xp is not None:
         return _features_xp(xp, block, _xp.state_on(state, block))
     N = state.normalization
-    out = touched_empty((block.shape[0], N.shape[1]), dtype=N.dtype)  # see touched_empty: steadier with 2 threads
+    out = recycled_empty((block.shape[0], N.shape[1]), dtype=N.dtype)  # pages touched or reused: see _recycle
     slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
     rbf = RBFSlices.of(state, block, slices)
     compiled_t = _compiled_landmarks(state, block)

@@ -1,0 +1,143 @@
+"""Block outputs that reuse the memory of earlier ones nothing refers to (dkapprox._recycle)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import threading
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import dkapprox
+from dkapprox import _recycle
+from dkapprox._recycle import MIN_BYTES, Recycler
+
+ROWS = MIN_BYTES // (1024 * 4) + 8  # a float32 (ROWS, 1024) output is just over the smallest recycled size
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def _pickled_out_of_band(a):
+    frames = []
+    pickle.dumps(a, protocol=5, buffer_callback=frames.append)
+    return frames
+
+
+HOLDERS = {  # what can keep an output alive without being it, and how to read the values back
+    "a view": (lambda a: a[:, :1], np.asarray),
+    "a memoryview": (lambda a: memoryview(a[5:]), np.asarray),
+    "a pickle's out-of-band buffer": (_pickled_out_of_band, lambda f: np.frombuffer(f[0].raw(), np.float32)),
+}
+
+
+def test_a_dropped_output_is_reused_and_one_still_referred_to_never_is():
+    r = Recycler()
+    a = r.empty((ROWS, 1024), np.float32)
+    first = address(a)
+    assert a.shape == (ROWS, 1024) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+    del a
+    b = r.empty((ROWS, 1024), np.float32)
+    assert address(b) == first and r.reused == 1
+    for name, (hold, read) in HOLDERS.items():
+        b.fill(7)
+        kept = hold(b)
+        del b
+        c = r.empty((ROWS, 1024), np.float32)
+        assert address(c) != first, name
+        c.fill(1)
+        assert (read(kept) == 7).all(), name
+        del kept, c
+        b = r.empty((ROWS, 1024), np.float32)  # both free now: the first one is taken again
+        assert address(b) == first, name
+    assert r.held_bytes() >= 2 * MIN_BYTES and len(r._held) == 2
+
+
+def test_outputs_taken_by_many_threads_at_once_never_share_memory():
+    r = Recycler()
+    errors = []
+
+    def work(k):
+        for i in range(6):
+            a = r.empty((ROWS, 1024), np.float32)
+            a.fill(k * 100 + i)
+            time.sleep(0.001)  # let other threads take and write their outputs meanwhile
+            if not (a[:: 997] == k * 100 + i).all():
+                errors.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert r.reused > 0 and len(r._held) <= 4 + 4  # at most 4 busy and max-free free
+
+
+def test_free_memory_is_unmapped_after_the_idle_time_and_beyond_max_free():
+    r = Recycler()
+    with dask.config.set({"dkapprox.recycle.idle-seconds": 0.2, "dkapprox.recycle.max-free": 1}):
+        kept = [r.empty((ROWS, 1024), np.float32) for _ in range(3)]
+        assert len(r._held) == 3
+        kept.clear()
+        r.empty((100, 1024), np.float32)  # small: a plain array, no trim
+        assert len(r._held) == 3
+        out = r.empty((ROWS, 1024), np.float32)  # reuses one and unmaps all free but one
+        assert r.reused == 1 and len(r._held) == 2
+        deadline = time.monotonic() + 10
+        while len(r._held) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(r._held) == 1 and r.held_bytes() >= out.nbytes  # the free one went; the busy one stays
+        del out
+        while r._held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.held_bytes() == 0
+
+
+def test_max_free_zero_gives_plain_arrays_and_bad_settings_are_value_errors():
+    r = Recycler()
+    with dask.config.set({"dkapprox.recycle.max-free": 0}):
+        a = r.empty((ROWS, 1024), np.float32)
+    assert a.flags.owndata and r.held_bytes() == 0
+    for key, value in [("max-free", -1), ("max-free", 2.5), ("max-free", True), ("idle-seconds", -1.0),
+                       ("idle-seconds", "2"), ("idle-seconds", float("nan"))]:
+        with dask.config.set({f"dkapprox.recycle.{key}": value}), \
+                pytest.raises(ValueError, match=f"dkapprox.recycle.{key} must be"):
+            r.empty((ROWS, 1024), np.float32)
+
+
+def test_a_forked_child_has_its_own_recycler():
+    held = _recycle.empty((ROWS, 1024), np.float32)
+    held.fill(3)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply(_child_takes_two, (), ) == (True, 0)
+    assert (held[:: 1001] == 3).all()
+
+
+def _child_takes_two():
+    a = _recycle.empty((ROWS, 1024), np.float32)
+    first = address(a)
+    del a
+    b = _recycle.empty((ROWS, 1024), np.float32)
+    return address(b) == first, len(_recycle._RECYCLER._held) - 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_features_through_dask_with_recycled_blocks_equal_fresh_ones(dtype):
+    """Blocks reduced as they are made reuse memory; blocks all held at once (compute) never do."""
+    X = da.random.default_rng(0).random((4 * ROWS, 16), chunks=(ROWS, 16)).astype(dtype)
+    est = dkapprox.RBFSampler(n_components=1024, random_state=0).fit(X[:100].compute())
+    with dask.config.set({"dkapprox.recycle.max-free": 0}):
+        fresh = est.transform(X).compute(scheduler="sync")
+    before = _recycle._RECYCLER.reused
+    sums = est.transform(X).sum(axis=1).compute(scheduler="sync")
+    assert _recycle._RECYCLER.reused > before
+    held = est.transform(X).compute(scheduler="threads", num_workers=2)
+    np.testing.assert_array_equal(held, fresh)
+    np.testing.assert_array_equal(sums, fresh.sum(axis=1))
