@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ._system import touched_empty
+from ._recycle import empty as recycled_empty
 
 _state = {"module": None, "error": None, "ready": set()}
 
@@ -128,11 +128,12 @@ def fourier_map(block, weights, offset, scale, project=None):
 def _tiled(k, block, weights, offset64, paired, scale):
     """Each tile of rows multiplied into one reused buffer, then mapped from it into the output.
 
-    The buffer stays in cache, so the output is written once, by the map; its pages are touched
-    first (:func:`dkapprox._system.touched_empty`).
+    The buffer stays in cache, so the output is written once, by the map, into pages already
+    touched: those of an earlier output nothing refers to any more, or fresh ones touched first
+    (:mod:`dkapprox._recycle`).
     """
     n_freq = weights.shape[1]
-    out = touched_empty((block.shape[0], 2 * n_freq if paired else n_freq))
+    out = recycled_empty((block.shape[0], 2 * n_freq if paired else n_freq))
     buf = np.empty((min(block.shape[0], max(1, TILE_VALUES // n_freq)), n_freq))
     for start in range(0, block.shape[0], buf.shape[0]):
         tile = slice(start, start + buf.shape[0])
@@ -150,21 +151,28 @@ def _tiled_numpy(block, weights, offset, scale):
     NumPy's float32 ``cos``/``sin`` are SIMD already (its float64 ones are not: hence numba there);
     what the whole-block path lost was memory traffic: the product written, then read and written
     again by the offset, the cos and the scale, four passes over a block's output. Here the output
-    is written once, from the tile's buffer, and scaled while that tile is in cache.
+    is written once, from the tile's buffer, and scaled while that tile is in cache. The offset is
+    one more row of the weights, against a column of ones beside the tile's rows: the product adds
+    it, in float32, rounding once where scikit-learn's ``+=`` rounds twice (within one ulp of the
+    argument, the bound README's "Precision" gives for BLAS's own reorderings).
     """
-    n_freq = weights.shape[1]
+    n_freq, n_in = weights.shape[1], block.shape[1]
     paired = offset is None
-    out = touched_empty((block.shape[0], 2 * n_freq if paired else n_freq), dtype=np.float32)
+    out = recycled_empty((block.shape[0], 2 * n_freq if paired else n_freq), dtype=np.float32)
     buf = np.empty((min(block.shape[0], max(1, TILE_VALUES_32 // n_freq)), n_freq), dtype=np.float32)
+    if not paired:
+        weights = np.concatenate([weights, np.reshape(offset, (1, n_freq))]).astype(np.float32, copy=False)
+        rows_in = np.ones((buf.shape[0], n_in + 1), dtype=np.float32)
     for start in range(0, block.shape[0], buf.shape[0]):
         rows = out[start: start + buf.shape[0]]
-        product = np.matmul(block[start: start + rows.shape[0]], weights, out=buf[: rows.shape[0]])
+        m = rows.shape[0]
         if paired:
+            product = np.matmul(block[start: start + m], weights, out=buf[:m])
             np.cos(product, out=rows[:, :n_freq])
             np.sin(product, out=rows[:, n_freq:])
         else:
-            product += offset
-            np.cos(product, out=rows)
+            rows_in[:m, :n_in] = block[start: start + m]
+            np.cos(np.matmul(rows_in[:m], weights, out=buf[:m]), out=rows)
         rows *= scale  # a Python float keeps float32
     return out
 
@@ -172,7 +180,7 @@ def _tiled_numpy(block, weights, offset, scale):
 def _epilogue(k, product, offset64, paired, scale):
     """The map of a product computed whole (structured or sparse): cos in place, through a buffer."""
     if paired:
-        out = touched_empty((product.shape[0], 2 * product.shape[1]))
+        out = recycled_empty((product.shape[0], 2 * product.shape[1]))
         k.sincos_rows(product, scale, out)
         return out
     buf = np.empty((min(product.shape[0], max(1, TILE_VALUES // product.shape[1])), product.shape[1]))
