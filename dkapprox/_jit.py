@@ -153,8 +153,8 @@ def _tiled_numpy(block, weights, offset, scale):
     again by the offset, the cos and the scale, four passes over a block's output. Here the output
     is written once, from the tile's buffer, and scaled while that tile is in cache. The offset is
     one more row of the weights, against a column of ones beside the tile's rows: the product adds
-    it, in float32, rounding once where scikit-learn's ``+=`` rounds twice (within one ulp of the
-    argument, the bound README's "Precision" gives for BLAS's own reorderings).
+    it, in float32, rounding once where scikit-learn's ``+=`` rounds twice: within the rounding bound
+    that docs/precision.md states for BLAS's own reorderings (its offset term).
     """
     n_freq, n_in = weights.shape[1], block.shape[1]
     paired = offset is None

@@ -110,7 +110,7 @@ class Recycler:
         return out
 
     def _take(self, nbytes, now):
-        """The smallest free mmap of at least ``nbytes`` (at most twice that), marked busy, or None."""
+        """The smallest free mmap of at least ``nbytes`` (at most twice that), its time updated, or None."""
         best = None
         for entry in self._held:
             size = len(entry[0])

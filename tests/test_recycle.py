@@ -59,24 +59,33 @@ def test_a_dropped_output_is_reused_and_one_still_referred_to_never_is():
 
 
 def test_outputs_taken_by_many_threads_at_once_never_share_memory():
+    """Four threads, released together by a barrier, take outputs while the others hold theirs."""
     r = Recycler()
-    errors = []
+    n, rounds = 4, 6
+    barrier = threading.Barrier(n, timeout=60)
+    addresses, errors = [[None] * n for _ in range(rounds)], []
 
     def work(k):
-        for i in range(6):
+        for i in range(rounds):
+            barrier.wait()  # all take at once (the last round's outputs are dropped: free to reuse)
             a = r.empty((ROWS, 1024), np.float32)
+            addresses[i][k] = address(a)
             a.fill(k * 100 + i)
-            time.sleep(0.001)  # let other threads take and write their outputs meanwhile
+            barrier.wait()  # every output of this round is live and written
             if not (a[:: 997] == k * 100 + i).all():
                 errors.append((k, i))
+            barrier.wait()
+            del a
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors and not any(t.is_alive() for t in threads)
-    assert r.reused > 0 and len(r._held) <= 4 + 4  # at most 4 busy and max-free free
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    with dask.config.set({"dkapprox.recycle.idle-seconds": 600}):  # no sweep between rounds on a slow machine
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads) and not errors
+    assert all(len(set(round_)) == n for round_ in addresses)  # live outputs never share memory
+    assert r.reused >= n * (rounds - 1)  # and every round after the first took the last round's memory
 
 
 def test_free_memory_is_unmapped_after_the_idle_time_and_beyond_max_free():
