@@ -249,20 +249,43 @@ def sigkill(pid):
     os.kill(pid, signal.SIGKILL)
 
 
-def busiest_worker(client, holding=None) -> tuple[str, dict]:
-    """The running worker holding the most results (then: running the most tasks): killing it loses work.
-
-    ``holding``: prefer a worker that holds a result whose key has this prefix (e.g. a running total).
-    """
+def busiest_worker(client) -> tuple[str, dict]:
+    """The running worker holding the most results (then: running the most tasks): killing it loses work."""
     workers = running_workers(client)
     assert workers, "no worker is running"
-    holders = set(client.run_on_scheduler(_holders_of, holding)) if holding else set()
-    return max(workers.items(), key=lambda item: (item[0] in holders, item[1]["in_memory"], item[1]["processing"]))
+    return max(workers.items(), key=lambda item: (item[1]["in_memory"], item[1]["processing"]))
 
 
-def _holders_of(prefix, dask_scheduler=None):
-    return sorted({ws.address for ts in dask_scheduler.tasks.values()
-                   if ts.state == "memory" and key_split(ts.key) == prefix for ws in ts.who_has})
+def _kill_sole_holder(prefix, dask_scheduler=None):
+    """SIGKILL the worker that alone holds a result named ``prefix-...`` which a waiting task still needs.
+
+    Runs in the scheduler's event loop, so the choice and the kill see one state: no task that
+    needs the result has been sent to a worker yet (a task is sent once all it needs is done,
+    and only then does its worker fetch copies), so no other worker holds a copy, and the
+    death loses work that must be computed again. Returns None when no such result exists now.
+    """
+    for ts in dask_scheduler.tasks.values():
+        if (ts.state == "memory" and key_split(ts.key) == prefix and len(ts.who_has) == 1 and ts.dependents
+                and all(dep.state == "waiting" for dep in ts.dependents)):
+            (ws,) = ts.who_has
+            if ws.status.name == "running":
+                os.kill(ws.pid, signal.SIGKILL)
+                return {"address": ws.address, "pid": ws.pid, "in_memory": len(ws.has_what), "key": str(ts.key)}
+    return None
+
+
+def sigkill_sole_holder(client, prefix, *, timeout=60, poll=0.002) -> dict:
+    """SIGKILL a worker whose death loses a needed result named ``prefix-...`` (see :func:`_kill_sole_holder`).
+
+    A choice made from the client and a kill after it race the run: in between, the task that
+    needs a running total can start on the other worker, which then holds a copy, and the death
+    loses nothing (a CI run saw exactly that). Polls until such a result exists; its info.
+    """
+    deadline = time.monotonic() + timeout
+    while (victim := client.run_on_scheduler(_kill_sole_holder, prefix)) is None:
+        assert time.monotonic() < deadline, f"no worker held a needed {prefix} result alone for {timeout} s"
+        time.sleep(poll)
+    return victim
 
 
 class Removals(SchedulerPlugin):

@@ -32,6 +32,7 @@ from _faults import (
     recomputed,
     running_workers,
     sigkill,
+    sigkill_sole_holder,
     slow_input,
     slow_target,
     task_states,
@@ -76,7 +77,11 @@ def fitted(family):
 # -- faults: each takes the client, injects itself and says what it did ----------------------------
 
 def sigkill_one(cluster, client, holding=None):
-    address, info = busiest_worker(client, holding=holding)
+    if holding:
+        info = sigkill_sole_holder(client, holding)
+        return {"sigkills": 1, "killed": [info["pid"]], "address": info["address"], "held": info["in_memory"],
+                "lost": info["key"]}
+    address, info = busiest_worker(client)
     sigkill(info["pid"])
     return {"sigkills": 1, "killed": [info["pid"]], "address": address, "held": info["in_memory"]}
 
@@ -107,9 +112,10 @@ FAULTS = {"sigkill-one": sigkill_one, "retire": retire_one, "restart": restart_o
 def disturbed_run(cluster, client, run, prefixes, total, fault, holding=None):
     """``run()`` (returns a result) in a thread; ``fault`` when half of the ``prefixes[0]`` tasks are done.
 
-    ``holding``: a key prefix; a one-worker fault then hits the worker holding a result of it (a
-    learner's running total: lost, it is recomputed from the first block), so that the fault always
-    loses needed work. Without it, the busiest worker's results may all be consumed already.
+    ``holding``: a key prefix; a one-worker fault then hits the worker that alone holds a result of it
+    which a task still waiting needs (a learner's running total: lost, it is recomputed from the first
+    block), so that the fault always loses needed work. Without it, the busiest worker's results may
+    all be consumed already.
     """
     wait_until_idle(client)  # nothing of an earlier run is reused: every task runs in this one
     t0 = time.monotonic()
