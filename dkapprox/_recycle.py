@@ -5,8 +5,9 @@ block writes it: 0.045 s of a float32 RBFSampler(1024) block of 100,000 rows tha
 0.23 s (huge pages on), 0.155 s with 4 KiB pages. In a job, and wherever a block's features are
 written or reduced and then dropped, the next block can write into the same pages instead.
 
-Each output of at least :data:`MIN_BYTES` is a NumPy view of an anonymous ``mmap`` that this
-module holds. NumPy keeps a buffer export of the mmap for as long as any array or view of it
+Each output of at least :data:`MIN_BYTES` is a NumPy view of a private anonymous ``mmap`` that
+this module holds (private: after a fork, parent and child write their own copies, as with any
+array). NumPy keeps a buffer export of the mmap for as long as any array or view of it
 lives, and CPython's mmap counts those exports exactly: a mmap with none is taken for the next
 output (the probe is ``resize`` to its own size, which raises ``BufferError`` while an export
 exists, and otherwise changes nothing). So an array a caller, dask, or a serializer still holds is
@@ -58,10 +59,19 @@ def _free(buf: mmap.mmap) -> bool:
     return True
 
 
+def _anonymous(size):
+    """Fresh anonymous memory, private: a forked child's writes are its own (copy on write), as with
+    any array's memory. ``mmap``'s default (MAP_SHARED) would share them with the parent, and Linux
+    gives shared memory transparent huge pages only where ``shmem_enabled`` allows (often never)."""
+    if hasattr(mmap, "MAP_PRIVATE"):
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    return mmap.mmap(-1, size)
+
+
 def _probe_works():
     """Whether this platform's mmap resizes in place (Linux: mremap), so that :func:`_free` can ask."""
     try:
-        buf = mmap.mmap(-1, mmap.PAGESIZE)
+        buf = _anonymous(mmap.PAGESIZE)
         view = memoryview(buf)
         try:
             buf.resize(len(buf))
@@ -124,7 +134,7 @@ class Recycler:
     @staticmethod
     def _new(nbytes):
         size = -(-nbytes // _HUGE) * _HUGE
-        buf = mmap.mmap(-1, size)
+        buf = _anonymous(size)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 buf.madvise(mmap.MADV_HUGEPAGE)

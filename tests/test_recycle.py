@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import threading
 import time
@@ -126,6 +127,23 @@ def test_a_forked_child_has_its_own_recycler():
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         assert pool.apply(_child_takes_two, (), ) == (True, 0)
+    assert (held[:: 1001] == 3).all()
+
+
+def test_a_forked_childs_writes_to_an_inherited_output_are_its_own():
+    # an output is memory the process holds, not shared memory: a child's writes never reach the
+    # parent (with mmap's default MAP_SHARED they did: the parent read the child's 7s)
+    held = _recycle.empty((ROWS, 1024), np.float32)
+    held.fill(3)
+    pid = os.fork()
+    if pid == 0:  # the child: write, then leave at once (no pytest teardown in it)
+        try:
+            held.fill(7)
+            os._exit(0 if held[0, 0] == 7 else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
     assert (held[:: 1001] == 3).all()
 
 
