@@ -22,6 +22,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import sys
 import threading
@@ -135,17 +137,76 @@ def _convert(obj, xp, device):
     return obj
 
 
+_fit_on = contextvars.ContextVar("dkapprox_fit_on", default=(None, None))
+
+
+@contextlib.contextmanager
+def fitting_on(X):
+    """Within it, :func:`fit_namespace` and :func:`fit_device` name where ``X``'s data lives.
+
+    ``X`` a device array, or a dask array whose chunks are (its meta is one): the fit's
+    driver-side linear algebra (Nystroem's eigendecomposition) may run there. NumPy, sparse
+    and dask-of-NumPy input: None, the host.
+    """
+    like = X._meta if type(X).__module__.startswith("dask") and hasattr(X, "_meta") else X
+    xp = namespace(like)
+    token = _fit_on.set((xp, None if xp is None else device_of(like)))
+    try:
+        yield
+    finally:
+        _fit_on.reset(token)
+
+
+def fit_namespace():
+    return _fit_on.get()[0]
+
+
+def fit_device():
+    return _fit_on.get()[1]
+
+
 def cupy_loaded() -> bool:
     """Whether CuPy was imported by anyone (dkapprox never imports it for NumPy data)."""
     return "cupy" in sys.modules
+
+
+def is_cupy(xp) -> bool:
+    """Whether ``xp`` is CuPy's namespace (array-api-compat's wrapper or CuPy itself)."""
+    return xp is not None and xp.__name__ in ("cupy", "array_api_compat.cupy")
+
+
+def matmul_into(xp, a, b, out):
+    """``out[...] = a @ b``: on CuPy the product is written into ``out`` (no block-sized temporary)."""
+    if is_cupy(xp):
+        import cupy
+
+        cupy.matmul(a, b, out=out)
+    else:
+        out[...] = a @ b
+    return out
+
+
+def cupy_kernel(name):
+    """A fused elementwise kernel for CuPy blocks (:mod:`dkapprox._xp_cuda`), compiled once per process."""
+    from . import _xp_cuda
+
+    return _xp_cuda.elementwise(name)
 
 
 def fourier(xp, product, offset, scale):
     """``scale cos(product + offset)``, or ``scale [cos, sin](product)`` where ``offset`` is None.
 
     The array-API twin of :func:`dkapprox._jit.fourier_map`'s NumPy path, for blocks of
-    another namespace (the NumPy path stays NumPy's, compiled kernels and all).
+    another namespace (the NumPy path stays NumPy's, compiled kernels and all). On CuPy
+    one fused kernel does it (:mod:`dkapprox._xp_cuda`), in place for ``cos(product + offset)``.
     """
+    if is_cupy(xp):
+        s = numpy_dtype(product).type(scale)
+        if offset is not None:
+            return cupy_kernel("cos_offset")(product, offset[None, :], s, product)
+        out = xp.empty((product.shape[0], 2 * product.shape[1]), dtype=product.dtype, device=device_of(product))
+        cupy_kernel("cos_sin")(product, s, product.shape[1], out)
+        return out
     if offset is not None:
         out = xp.cos(product + offset)
     else:
@@ -162,8 +223,9 @@ def require_cuda():
         import cupy
     except ImportError as exc:
         raise MissingPackageError(
-            f"--device cuda needs CuPy, which is not installed here ({exc}): pip install 'dkapprox[gpu]' "
-            "(CuPy for CUDA 12, dask-cuda), or run without --device to compute on the CPU", package="cupy") from None
+            f"--device cuda needs CuPy, which is not installed here ({exc}): pip install "
+            "'dkapprox[gpu-cuda13]' or 'dkapprox[gpu-cuda12]' (CuPy for your CUDA major version, dask-cuda), "
+            "or run without --device to compute on the CPU", package="cupy") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - CuPy's CUDARuntimeError, or a missing driver library

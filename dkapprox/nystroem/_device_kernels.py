@@ -52,10 +52,14 @@ def device_between(xp, kernel, part, landmarks):
 def _rbf(xp, part, landmarks, gamma):
     x = xp.astype(part, xp.float64)
     y = xp.astype(landmarks, xp.float64)
+    dtype = xp.result_type(part.dtype, landmarks.dtype)  # scikit-learn's distances come back in it
+    if _xp.is_cupy(xp):  # the same arithmetic in one fused kernel after the product (dkapprox._xp)
+        K = xp.empty((x.shape[0], y.shape[0]), dtype=dtype, device=_xp.device_of(part))
+        return _xp.cupy_kernel("rbf")(x @ y.T, xp.sum(x * x, axis=1)[:, None], xp.sum(y * y, axis=1)[None, :],
+                                      _xp.numpy_dtype(K).type(gamma), K)
     D = -2.0 * (x @ y.T)
     D = D + xp.sum(x * x, axis=1)[:, None]
     D = D + xp.sum(y * y, axis=1)[None, :]
-    dtype = xp.result_type(part.dtype, landmarks.dtype)  # scikit-learn's distances come back in it
     D = xp.maximum(xp.astype(D, dtype), xp.zeros((), dtype=dtype, device=_xp.device_of(part)))
     return xp.exp(-gamma * D)
 
@@ -78,3 +82,26 @@ def _chi2_term(xp, x, y):
 def _unit_rows(xp, a):
     norms = xp.sqrt(xp.sum(a * a, axis=1))[:, None]
     return xp.where(norms > 0, a / xp.where(norms > 0, norms, xp.ones_like(norms)), xp.zeros_like(a))
+
+
+def device_diagonal(xp, kernel, part):
+    """k(x, x) for every row of ``part``, in float64, on its device (:meth:`.kernels.Kernel.diagonal`)."""
+    metric, params = kernel.metric, dict(kernel.params)
+    device = _xp.device_of(part)
+    n, d = part.shape
+    if metric in ("rbf", "laplacian", "chi2"):
+        return xp.ones((n,), dtype=xp.float64, device=device)
+    if metric == "additive_chi2":
+        return xp.zeros((n,), dtype=xp.float64, device=device)
+    if not (isinstance(metric, str) and metric in DEVICE_KERNELS):
+        raise TypeError(f"Nystroem's kernel {metric!r} runs on NumPy blocks only; the kernels computed on a "
+                        f"device are {', '.join(DEVICE_KERNELS)}")
+    x = xp.astype(part, xp.float64)
+    sq = xp.sum(x * x, axis=1)
+    if metric == "linear":
+        return sq
+    if metric == "cosine":
+        return xp.astype(sq > 0, xp.float64)
+    gamma = params.get("gamma")
+    inner = (1.0 / d if gamma is None else gamma) * sq + params.get("coef0", 1)
+    return xp.tanh(inner) if metric == "sigmoid" else inner ** params.get("degree", 3)

@@ -138,11 +138,14 @@ SLICE_ELEMENTS = 2**20
 #: the product with the normalization runs slower in thinner slices (measured, one thread,
 #: 10,000 x 1024 by 1024 x 1024 float64: 64-row slices 0.44 s, 256 0.35, 512 0.33, whole 0.33).
 SLICES_PER_BLOCK, MIN_SLICE_ROWS = 64, 512
+#: On a device (CuPy) a slice may hold 64 times as many (512 MiB of float64): a GPU has the memory,
+#: and each slice costs several kernel launches, which thin slices would multiply.
+DEVICE_SLICE_ELEMENTS = 2**26
 
 
-def row_slices(n_rows, width):
+def row_slices(n_rows, width, elements=SLICE_ELEMENTS):
     """Consecutive row slices whose temporaries (rows x width) stay small beside the block."""
-    step = min(SLICE_ELEMENTS // max(1, width), max(MIN_SLICE_ROWS, -(-n_rows // SLICES_PER_BLOCK)))
+    step = min(elements // max(1, width), max(MIN_SLICE_ROWS, -(-n_rows // SLICES_PER_BLOCK)))
     step = max(1, step)
     return [slice(lo, min(lo + step, n_rows)) for lo in range(0, n_rows, step)]
 
@@ -185,9 +188,9 @@ def _features_xp(xp, block, state):
     """:func:`nystroem_features` in the block's namespace, on its device, the same slices of rows."""
     N = state.normalization
     out = xp.empty((block.shape[0], N.shape[1]), dtype=N.dtype, device=_xp.device_of(block))
-    for s in row_slices(block.shape[0], max(N.shape[0], block.shape[1])):
+    for s in row_slices(block.shape[0], max(N.shape[0], block.shape[1]), DEVICE_SLICE_ELEMENTS):
         K = device_between(xp, state.kernel, block[s, :], state.landmarks)
-        out[s, :] = xp.astype(K, N.dtype) @ N
+        _xp.matmul_into(xp, xp.astype(K, N.dtype, copy=False), N, out[s, :])
     return out
 
 
