@@ -71,7 +71,8 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         X = self._check(X, reset=True)
         # the state is drawn on the driver with NumPy: an array on a device (CuPy) is copied to the
         # host for the fit's statistics, and the fitted attributes are NumPy arrays, as after any fit
-        self._fit(_xp.to_numpy(X))
+        with _xp.fitting_on(X):  # its linear algebra may run where the data is (Nystroem's eigh)
+            self._fit(_xp.to_numpy(X))
         return self
 
     def transform(self, X):

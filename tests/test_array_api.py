@@ -162,3 +162,40 @@ def test_numpy_input_imports_neither_cupy_nor_array_api_compat():
             "print(sorted(m for m in ('cupy', 'array_api_compat', 'array_api_strict') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_nystroem_fit_on_a_device_array_decomposes_its_landmark_kernel_there():
+    X = data(n=300)
+    on_numpy = dkapprox.Nystroem(n_components=60, random_state=0).fit(X)
+    calls = []
+    eigh = xs.linalg.eigh
+    xs.linalg.eigh = lambda a: calls.append(a.device) or eigh(a)
+    try:
+        on_dev = dkapprox.Nystroem(n_components=60, random_state=0).fit(on_device(X))
+    finally:
+        xs.linalg.eigh = eigh
+    assert calls == [DEVICE]  # the eigendecomposition ran on the data's device, once
+    assert isinstance(on_dev.normalization_, np.ndarray) and on_dev.normalization_.dtype == np.float64
+    np.testing.assert_array_equal(on_dev.components_, on_numpy.components_)
+    # the same inverse square root from another eigensolver: within its rounding, scaled by the largest entry
+    scale = np.abs(on_numpy.normalization_).max()
+    np.testing.assert_allclose(on_dev.normalization_, on_numpy.normalization_, rtol=0, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("landmarks", ["uniform", "kmeans", "leverage"])
+def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_choose(landmarks):
+    import dask.array as da
+
+    X = data(n=1_200)
+    host = da.from_array(X, chunks=(300, -1))
+    # blocks on the device behind NumPy meta (array-api-strict arrays cannot be dask's meta): every
+    # pass's block function meets device arrays, as with dask arrays of CuPy chunks
+    dev = host.map_blocks(on_device, dtype=X.dtype, meta=np.empty((0, 0)))
+    params = dict(n_components=24, landmarks=landmarks, random_state=0)
+    want = dkapprox.Nystroem(**params).fit(host)
+    got = dkapprox.Nystroem(**params).fit(dev)
+    assert isinstance(got.components_, np.ndarray)
+    assert got.landmark_passes_ == want.landmark_passes_
+    np.testing.assert_array_equal(got.component_indices_, want.component_indices_)
+    # Lloyd's float64 sums in another order (a product with the one-hot assignments on the device)
+    np.testing.assert_allclose(got.components_, want.components_, rtol=1e-12, atol=1e-12)

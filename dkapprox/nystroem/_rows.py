@@ -11,7 +11,9 @@ the same for both kinds of input (dask input with unknown chunk sizes: +1).
 
 from __future__ import annotations
 
-from .. import _graph, _lazy
+import numpy as np
+
+from .. import _graph, _lazy, _xp
 
 
 class InMemoryRows:
@@ -66,7 +68,10 @@ class DaskRows:
         return sum(self.sizes)
 
     def take(self, indices):
-        lazy = _graph.take_rows(self.X, indices, sizes=self.sizes)
+        # device blocks (CuPy) are copied to the host for the rows taken: the landmarks and the
+        # pilot are NumPy state, drawn on the driver (only the blocks holding a wanted row are read)
+        host = self.X.map_blocks(_xp.to_numpy, dtype=self.X.dtype, meta=_host_meta(self.X))
+        lazy = _graph.take_rows(host, indices, sizes=self.sizes)
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
 
@@ -76,6 +81,11 @@ class DaskRows:
         lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state)
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
+
+
+def _host_meta(X):
+    meta = X._meta
+    return meta if _xp.namespace(meta) is None else np.empty((0,) * X.ndim, dtype=X.dtype)
 
 
 def _checked(block, check):

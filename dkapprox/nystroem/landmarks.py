@@ -37,9 +37,11 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
+from .. import _xp
 from .._graph import SizedState
 from .._random import GOLDEN, splitmix64
-from .kernels import Kernel, row_slices
+from ._device_kernels import device_between, device_diagonal
+from .kernels import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
 from .normalization import symmetric_eig
 
 #: Up to this many rows, uniform landmarks are ``random_state.permutation(n)[:m]``,
@@ -107,7 +109,14 @@ class LloydState(SizedState):
 
 
 def lloyd_partial(row_start, state, block):
-    """Per-block Lloyd statistics: (sum of rows per nearest centroid, count per centroid)."""
+    """Per-block Lloyd statistics: (sum of rows per nearest centroid, count per centroid).
+
+    A device block (CuPy) is assigned and summed on its device (:func:`_lloyd_on_device`);
+    the statistics, ``m x (n_features + 1)`` numbers, come back as NumPy.
+    """
+    xp = _xp.namespace(block)
+    if xp is not None:
+        return _lloyd_on_device(xp, block, state.centroids)
     C = state.centroids
     m = C.shape[0]
     sq = np.einsum("ij,ij->i", C, C)
@@ -122,6 +131,28 @@ def lloyd_partial(row_start, state, block):
         sums += _dense(members @ part)
         counts += np.bincount(labels, minlength=m)
     return sums, counts
+
+
+def _lloyd_on_device(xp, block, centroids):
+    """:func:`lloyd_partial` in the block's namespace, in float64 as on the host.
+
+    The array API has no scatter-add: the sums per centroid are a product with the slice's
+    one-hot assignment matrix (``m x rows``), which a GPU does as fast as the distances.
+    """
+    device = _xp.device_of(block)
+    C = xp.asarray(centroids, device=device)
+    m = C.shape[0]
+    sq = xp.sum(C * C, axis=1)
+    ids = xp.arange(m, device=device)[:, None]
+    sums = xp.zeros(C.shape, dtype=xp.float64, device=device)
+    counts = xp.zeros((m,), dtype=xp.float64, device=device)
+    for s in row_slices(block.shape[0], m, DEVICE_SLICE_ELEMENTS):
+        part = xp.astype(block[s, :], xp.float64)
+        labels = xp.argmin(sq[None, :] - 2.0 * (part @ C.T), axis=1)
+        members = xp.astype(labels[None, :] == ids, xp.float64)
+        sums += members @ part
+        counts += xp.sum(members, axis=1)
+    return _xp.to_numpy(sums), _xp.to_numpy(counts).astype(np.int64)
 
 
 def lloyd_combine(parts):
@@ -193,11 +224,28 @@ def leverage_scores(block, state):
     Computed in the block's dtype (float32 stays float32), floored at
     ``state.floor`` (rounding, indefinite kernels).
     """
+    xp = _xp.namespace(block)
+    if xp is not None:
+        return _leverage_on_device(xp, block, state)
     W = state.whitening.astype(block.dtype, copy=False)
     scores = np.empty(block.shape[0])
     for s in row_slices(block.shape[0], W.shape[0]):
         T = state.kernel.between(block[s], state.pilot).astype(W.dtype, copy=False) @ W
         scores[s] = state.kernel.diagonal(block[s]) - np.einsum("ij,ij->i", T, T)
+    return np.maximum(scores, state.floor, out=scores)
+
+
+def _leverage_on_device(xp, block, state):
+    """:func:`leverage_scores` of a device block, computed on its device; NumPy scores come back."""
+    device = _xp.device_of(block)
+    pilot = xp.asarray(_dense(state.pilot).astype(_xp.numpy_dtype(block), copy=False), device=device)
+    W = xp.asarray(state.whitening.astype(_xp.numpy_dtype(block), copy=False), device=device)
+    scores = np.empty(block.shape[0])
+    for s in row_slices(block.shape[0], W.shape[0], DEVICE_SLICE_ELEMENTS):
+        part = block[s, :]
+        T = xp.astype(device_between(xp, state.kernel, part, pilot), W.dtype, copy=False) @ W
+        diagonal = device_diagonal(xp, state.kernel, part)
+        scores[s] = _xp.to_numpy(diagonal - xp.astype(xp.sum(T * T, axis=1), xp.float64))
     return np.maximum(scores, state.floor, out=scores)
 
 
@@ -215,6 +263,10 @@ def leverage_partial(row_start, state, block):
 def _best(keys, global_rows, data, n_select):
     """The ``n_select`` largest keys (ties: smaller row first), a total order, so folding is associative."""
     order = np.lexsort((global_rows, -keys))[:n_select]
+    xp = _xp.namespace(data)
+    if xp is not None:  # a device block: only its chosen rows come to the host
+        chosen = xp.take(data, xp.asarray(order, device=_xp.device_of(data)), axis=0)
+        return keys[order], global_rows[order], _xp.to_numpy(chosen), n_select
     return keys[order], global_rows[order], data[order], n_select
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .. import _xp
+
 
 def default_rtol(n_components: int, dtype) -> float:
     """Relative eigenvalue cut-off for a landmark kernel matrix of this size and dtype."""
@@ -44,6 +46,30 @@ def symmetric_eig(K):
 
 
 def inverse_sqrt(K, *, rtol: float) -> np.ndarray:
+    """:func:`host_inverse_sqrt`, or the same on the device the fit's data lives on (CuPy).
+
+    A fit on a device array (or on a dask array of device chunks) decomposes the landmark
+    kernel there (:func:`dkapprox._xp.fit_namespace`): the eigendecomposition of a
+    16,384-landmark kernel takes minutes on a host's cores and seconds on a GPU. The
+    result, like every fitted attribute, is a NumPy array; a different eigensolver gives
+    the same matrix within its rounding (the inverse square root does not depend on the
+    eigenvectors' signs or on the basis of a repeated eigenvalue).
+    """
+    xp = _xp.fit_namespace()
+    if xp is None or not hasattr(xp, "linalg"):
+        return host_inverse_sqrt(K, rtol=rtol)
+    device = _xp.fit_device()
+    K = xp.asarray(np.asarray(K, dtype=np.float64), device=device)
+    w, Q = xp.linalg.eigh((K + K.T) * 0.5)
+    magnitude = xp.abs(w)
+    cut = rtol * float(xp.max(magnitude)) if w.shape[0] else 0.0
+    keep = magnitude > cut
+    scale = xp.where(keep, xp.sign(w) / xp.sqrt(xp.where(keep, magnitude, xp.ones_like(magnitude))),
+                     xp.zeros_like(w))
+    return _xp.to_numpy((Q * scale[None, :]) @ Q.T)
+
+
+def host_inverse_sqrt(K, *, rtol: float) -> np.ndarray:
     """``Q diag(sign(w) / sqrt(|w|)) Q^T`` over the eigenvalues above the cut-off (float64).
 
     Parameters
