@@ -1,9 +1,11 @@
 """Blocks on a GPU (issue 22): CuPy in gives CuPy out, dask arrays of CuPy chunks stay CuPy, jobs with --device cuda.
 
 The tests marked ``gpu`` need CuPy and an NVIDIA GPU, and skip where there is none: the one
-place a skip is right (CI has no GPU). What runs everywhere: a machine without CuPy or a GPU
-refuses ``--device cuda`` with exit 69 before it writes anything, never computing on the CPU
-in silence. The CPU side of the same block functions is tests/test_array_api.py.
+place a skip is right (CI has no GPU). They ran, and pass, on an H100 (issue 32:
+``benchmarks/gpu_session.sh`` is that run; docs/gpu.md has what it found). What runs
+everywhere: a machine without CuPy or a GPU refuses ``--device cuda`` with exit 69 before it
+writes anything, never computing on the CPU in silence. The CPU side of the same block
+functions is tests/test_array_api.py.
 """
 
 import importlib.util
@@ -16,9 +18,13 @@ import pytest
 import zarr
 
 import dkapprox
+import dkapprox.io
 from dkapprox import _xp
 
 from ._rounding import assert_chunking_promise
+from .test_array_api import CASES as ARRAY_API_CASES
+from .test_array_api import case_id
+from .test_array_api import data as array_api_data
 
 
 def _gpu_count():
@@ -63,7 +69,7 @@ def test_device_cuda_without_cupy_exits_69_before_it_writes_anything(tmp_path):
                           "--n-components", "8", "--out", str(out), "--save-model", str(model), "--device", "cuda"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 69, run.stderr
-    assert "--device cuda needs CuPy" in run.stderr and "dkapprox[gpu]" in run.stderr
+    assert "--device cuda needs CuPy" in run.stderr and "dkapprox[gpu-cuda13]" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert not out.exists() and not model.exists()
 
@@ -115,24 +121,94 @@ def test_the_state_reaches_the_gpu_once_per_worker_whatever_the_number_of_blocks
 
 @gpu
 @pytest.mark.gpu
-def test_a_job_with_device_cuda_writes_what_the_cpu_job_writes_within_the_bound(tmp_path):
+@pytest.mark.parametrize("cuda_cluster", ["local", "cuda"])
+def test_a_job_with_device_cuda_writes_what_the_cpu_job_writes_within_the_bound(tmp_path, cuda_cluster):
+    """The CPU job on a LocalCluster; --device cuda on one (CuPy in its worker) and on dask-cuda's LocalCUDACluster."""
     X = data(np.float32, n=4_000)
     src = tmp_path / "in.zarr"
     zarr.create_array(str(src), shape=X.shape, chunks=(1_000, X.shape[1]), dtype="f4")[:] = X
     outs = {}
-    for device in ("cpu", "cuda"):
+    for device, kind in (("cpu", "local"), ("cuda", cuda_cluster)):
         out = tmp_path / f"{device}.zarr"
         run = subprocess.run([sys.executable, "-m", "dkapprox", "featurize", str(src), "--method", "rbf",
                               "--n-components", "128", "--out", str(out), "--save-model", str(tmp_path / device),
-                              "--device", device, "--cluster", _local_config(tmp_path)],
+                              "--device", device, "--cluster", _cluster_config(tmp_path, kind)],
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr
-        outs[device] = zarr.open_array(str(out), mode="r")[:]
+        outs[device] = dkapprox.io.open_features(out).compute()
     est = dkapprox.models.load(tmp_path / "cpu")
     assert_chunking_promise(est, X, outs["cuda"], outs["cpu"], what="--device cuda against the CPU job")
 
 
-def _local_config(tmp_path):
-    path = tmp_path / "local.yaml"
-    path.write_text("kind: local\nn_workers: 1\nthreads_per_worker: 1\nprocesses: true\ndashboard_address: null\n")
+def _cluster_config(tmp_path, kind):
+    path = tmp_path / f"{kind}.yaml"
+    extra = "processes: true\n" if kind == "local" else ""
+    path.write_text(f"kind: {kind}\nn_workers: 1\nthreads_per_worker: 1\n{extra}dashboard_address: null\n")
     return str(path)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", ARRAY_API_CASES, ids=case_id)
+def test_every_block_function_of_the_array_api_suite_on_cupy(case, dtype):
+    """tests/test_array_api.py's cases with CuPy as the second namespace: same dtype, within the bound."""
+    import cupy
+
+    cls, params = case
+    X = array_api_data(dtype)
+    est = cls(**params).fit(X)
+    expected = est.transform(X)
+    got = est.transform(cupy.asarray(X))
+    assert isinstance(got, cupy.ndarray) and got.dtype == expected.dtype and got.shape == expected.shape
+    assert_chunking_promise(est, X, cupy.asnumpy(got), expected, what=f"{case_id(case)} on CuPy")
+
+
+@gpu
+@pytest.mark.gpu
+def test_float32_products_on_the_gpu_are_float32_not_tf32():
+    """CuPy's matmul in float32 rounds as float32 (TF32 keeps 10 mantissa bits: errors near 1e-3)."""
+    import cupy
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((512, 2048)), rng.standard_normal((2048, 512))
+    exact = a @ b
+    got = cupy.asnumpy(cupy.asarray(a, dtype=cupy.float32) @ cupy.asarray(b, dtype=cupy.float32))
+    # float32 rounding of the inputs and a 2048-term sum: a few 1e-7 relative to the terms' scale
+    scale = np.abs(a) @ np.abs(b)
+    assert np.max(np.abs(got - exact) / scale) < 2048 * np.finfo(np.float32).eps / 4
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("landmarks", ["uniform", "kmeans", "leverage"])
+def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks):
+    import cupy
+
+    X = data(np.float32, n=4_000)
+    host = da.from_array(X, chunks=(1_000, -1))
+    dev = host.map_blocks(cupy.asarray, meta=cupy.empty((0, 0), np.float32))
+    params = dict(n_components=48, landmarks=landmarks, random_state=0)
+    want = dkapprox.Nystroem(**params).fit(host)
+    got = dkapprox.Nystroem(**params).fit(dev)
+    assert isinstance(got.components_, np.ndarray) and isinstance(got.normalization_, np.ndarray)
+    assert got.landmark_passes_ == want.landmark_passes_
+    np.testing.assert_array_equal(got.component_indices_, want.component_indices_)
+    np.testing.assert_allclose(got.components_, want.components_, rtol=1e-6, atol=1e-6)
+    Z = got.transform(dev)
+    assert isinstance(Z._meta, cupy.ndarray)
+    assert_chunking_promise(got, X, cupy.asnumpy(Z.compute()), got.transform(X), what=f"{landmarks} on dask-CuPy")
+
+
+
+def test_one_gpu_extra_per_cuda_major_version():
+    """CuPy ships one package per CUDA major version; so do our extras (issue 32: CUDA 13 ran)."""
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for major in (12, 13):
+        names = [req.split(">")[0].split("=")[0] for req in extras[f"gpu-cuda{major}"]]
+        assert names == [f"cupy-cuda{major}x", f"dask-cuda[cu{major}]", "array-api-compat"], names
+    assert extras["gpu"] == extras["gpu-cuda12"]  # what [gpu] always meant
