@@ -12,7 +12,9 @@ those into graphs:
   fit reads the data once whatever the number of blocks.
 
 Like dask's ``map_blocks``, this module takes functions and dask arrays and
-knows nothing above it: it imports nothing of dkapprox (tests/test_layers.py).
+knows nothing above it: it imports nothing of dkapprox but :mod:`dkapprox._blas`,
+the engine's other module, which runs every block task with the BLAS threads
+that the tasks running beside it leave free (tests/test_layers.py).
 Opening a Zarr array and computing under a cluster, with worker deaths
 explained, are done around it by :mod:`dkapprox._lazy`.
 """
@@ -27,6 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from dask.array.utils import meta_from_array
 from dask.base import tokenize
+
+from ._blas import task_threads
 
 __all__ = ["SizedState", "map_rows", "reduce_aligned_rows", "row_sizes", "take_rows", "tree_reduce"]
 
@@ -79,7 +83,26 @@ def _run_block(block, state, block_fn, check):
     # copies it to the device once per process, keyed by this very object (dkapprox._xp.state_on)
     if check is not None:
         check(block)
-    return block_fn(block, state)
+    with task_threads():  # BLAS threads shared with the tasks running beside it (dkapprox._blas)
+        return block_fn(block, state)
+
+
+class InTask:
+    """``fn`` run inside :func:`dkapprox._blas.task_threads`; dask names its keys after ``fn`` still."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, *args):
+        with task_threads():
+            return self.fn(*args)
+
+    def __dask_tokenize__(self):
+        return ("dkapprox-in-task", tokenize(self.fn))
+
+    def __reduce__(self):
+        return (InTask, (self.fn,))
 
 
 def byte_aligned(obj):
@@ -217,7 +240,7 @@ def tree_reduce(X, chunk_fn, combine_fn, *, split_every=8, args=()):
     Returns a delayed object; compute it together with anything else the fit
     needs (``dask.compute(a, b)``), so that the data is read once.
     """
-    parts = [dask.delayed(chunk_fn, pure=True)(b, *args) for b in row_blocks(X)]
+    parts = [dask.delayed(InTask(chunk_fn), pure=True)(b, *args) for b in row_blocks(X)]
     return fold(parts, combine_fn, split_every=split_every)
 
 
@@ -298,7 +321,7 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     """
     blocks, starts = align_rows(arrays)
     shipped = ship(state)
-    chunk = dask.delayed(chunk_fn, pure=True)
+    chunk = dask.delayed(InTask(chunk_fn), pure=True)
     parts = [chunk(start, shipped, *row) for start, row in zip(starts, blocks)]
     return fold(parts, combine_fn, split_every=split_every, running=running)
 

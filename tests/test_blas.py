@@ -1,0 +1,78 @@
+"""BLAS threads inside block tasks (dkapprox._blas, issue 30): shared out under dask's threaded
+scheduler, untouched by the synchronous one, and the user's own setting back after every compute."""
+
+import threading
+
+import dask
+import dask.array as da
+from dask.system import CPU_COUNT
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from dkapprox import _blas, _graph
+
+
+def blas_threads():
+    return sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+
+
+def recorder(seen, barrier=None):
+    """A block function that records the BLAS threads it runs with (after meeting its partner task)."""
+
+    def block_fn(block, state):
+        if barrier is not None:
+            barrier.wait(timeout=30)  # two tasks running at once, for sure
+        seen.append(blas_threads())
+        if barrier is not None:
+            barrier.wait(timeout=30)  # neither leaves before the other has looked
+        return block[:, :1].copy()
+
+    return block_fn
+
+
+def graph(block_fn, n_blocks=4):
+    X = da.ones((40 * n_blocks, 3), chunks=(40, 3))
+    return _graph.map_rows(X, block_fn, {"unused": 0}, n_out=1, dtype=X.dtype, name="blas-test")
+
+
+def test_two_tasks_at_once_share_the_cores_and_the_users_setting_comes_back():
+    seen = []
+    with threadpool_limits(limits=3, user_api="blas"):  # the user's own setting, above cores // 2 on 2 cores
+        user = blas_threads()
+        graph(recorder(seen, threading.Barrier(2))).compute(scheduler="threads", num_workers=2)
+        after = blas_threads()
+    assert user == [3]
+    assert seen == [[min(3, max(1, CPU_COUNT // 2))]] * 4
+    assert after == user and _blas.limit() is None  # restored, whichever thread ran the last task
+
+
+def test_one_task_at_a_time_keeps_the_users_setting():
+    seen = []
+    with threadpool_limits(limits=3, user_api="blas"):
+        graph(recorder(seen)).compute(scheduler="sync")
+        assert blas_threads() == [3]
+    assert seen == [[3]] * 4
+
+
+def test_a_lower_setting_of_the_user_is_never_raised():
+    seen = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        graph(recorder(seen, threading.Barrier(2))).compute(scheduler="threads", num_workers=2)
+        assert blas_threads() == [1]
+    assert seen == [[1]] * 4
+
+
+def test_pass_functions_run_under_the_same_sharing():
+    seen = []
+    barrier = threading.Barrier(2)
+
+    def chunk(block):
+        barrier.wait(timeout=30)
+        seen.append(blas_threads())
+        barrier.wait(timeout=30)
+        return block.sum()
+
+    with threadpool_limits(limits=3, user_api="blas"):
+        total = _graph.tree_reduce(da.ones((80, 2), chunks=(40, 2)), chunk, sum)
+        assert dask.compute(total, scheduler="threads", num_workers=2)[0] == 160
+        assert blas_threads() == [3]
+    assert seen == [[min(3, max(1, CPU_COUNT // 2))]] * 2
