@@ -32,7 +32,10 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+_TOML = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+PYPROJECT, SETUPTOOLS = _TOML["project"], _TOML["tool"]["setuptools"]
+#: the cluster config templates: one copy at the repository's top, package data in the wheel
+TEMPLATES, PACKAGED_TEMPLATES = ROOT / "cluster_configs", "dkapprox/cluster/configs/"
 
 #: the tests run under the lower bounds: those that touch what changed between releases of the
 #: dependencies (scikit-learn's private names, its estimator checks and set_output, SciPy's sparse
@@ -94,6 +97,17 @@ def _run(args, timing=None, **kwargs):
 def test_the_compat_subset_exists():
     assert all((ROOT / path).is_file() for path in COMPAT_SUBSET)
     assert all(test.split("::")[0] in COMPAT_SUBSET for test in DESELECT)
+
+
+def test_pyproject_lists_every_package_and_maps_the_templates_from_the_top():
+    """pyproject.toml lists the packages (packages.find cannot see the templates' package, whose folder is
+    cluster_configs/): every folder of dkapprox/ that holds Python, and the templates' data-only package."""
+    folders = {".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "dkapprox").rglob("*.py")
+               if "__pycache__" not in path.parts}
+    assert sorted(SETUPTOOLS["packages"]) == sorted(folders | {"dkapprox.cluster.configs"})
+    assert SETUPTOOLS["package-dir"] == {"dkapprox.cluster.configs": "cluster_configs"}
+    assert SETUPTOOLS["package-data"]["dkapprox.cluster.configs"] == ["*.yaml"]
+    assert sorted(TEMPLATES.glob("*.yaml")) and not (ROOT / PACKAGED_TEMPLATES).exists()
 
 
 def _no_registry(message):
@@ -182,7 +196,8 @@ def test_the_sdist_holds_the_tests_and_what_they_read_and_the_wheel_the_package(
     with tarfile.open(built["sdist"]) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     wanted = [path for path in _source_files() if path.split("/")[0] in
-              ("dkapprox", "tests", "docs", "examples", "benchmarks", ".ci") or path in ("pyproject.toml", "README.md")]
+              ("dkapprox", "cluster_configs", "tests", "docs", "examples", "benchmarks", ".ci")
+              or path in ("pyproject.toml", "README.md")]
     missing = sorted(set(wanted) - names)
     assert not missing, f"the sdist lacks {missing}: MANIFEST.in or [tool.setuptools.package-data]"
     junk = sorted(name for name in names if "__pycache__" in name or "/_build/" in name or ".zarr/" in name)
@@ -191,7 +206,13 @@ def test_the_sdist_holds_the_tests_and_what_they_read_and_the_wheel_the_package(
         files = set(wheel.namelist())
     package = {path for path in wanted if path.startswith("dkapprox/")}
     assert package <= files, f"the wheel lacks {sorted(package - files)}"
-    assert not [name for name in files if name.startswith(("tests/", "docs/", "benchmarks/"))]
+    assert not [name for name in files if name.startswith(("tests/", "docs/", "benchmarks/", "cluster_configs/"))]
+    # the templates: cluster_configs/ at the top, the same files byte for byte as the wheel's package data
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        packed = {name[len(PACKAGED_TEMPLATES):]: wheel.read(name) for name in wheel.namelist()
+                  if name.startswith(PACKAGED_TEMPLATES)}
+    top = {path.name: path.read_bytes() for path in TEMPLATES.iterdir() if path.is_file()}
+    assert top and packed == top, f"wheel {sorted(packed)} against cluster_configs/ {sorted(top)}"
 
 
 @pytest.mark.slow  # the venv of the lower bounds: a minute to make
@@ -230,7 +251,7 @@ def test_the_command_line_from_the_wheel(env):
     templates = ["cuda", "kubernetes", "local", "pbs", "scheduler", "slurm"]
     assert listed.returncode == 0 and listed.stdout.split() == templates
     slurm = _run([dkapprox, "cluster-config", "slurm"], cwd=env["work"])
-    shipped = (ROOT / "dkapprox" / "cluster" / "configs" / "slurm.yaml").read_text(encoding="utf-8")
+    shipped = (TEMPLATES / "slurm.yaml").read_text(encoding="utf-8")
     assert slurm.returncode == 0 and slurm.stdout == shipped
     bad = _run([dkapprox, "cluster-config", "nope"], cwd=env["work"])
     assert bad.returncode == 2 and "slurm" in bad.stderr, bad

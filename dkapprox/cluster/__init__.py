@@ -6,8 +6,8 @@ A config is a small YAML file with a ``kind``: ``local`` (LocalCluster),
 the ``kubernetes`` extra) or ``cuda`` (dask-cuda's LocalCUDACluster, one
 single-threaded worker per GPU, the ``gpu`` extra). Files are read with ``yaml.safe_load`` and checked
 against a schema per kind; unknown keys are refused by name. A template of each
-kind ships with the package (``configs/``): :func:`template_names`, :func:`template`,
-``dkapprox cluster-config NAME``.
+kind ships with the package (``cluster_configs/`` at the repository's top, package data in the
+wheel): :func:`template_names`, :func:`template`, ``dkapprox cluster-config NAME``.
 """
 
 from ..errors import ClusterConfigError, ClusterConnectError

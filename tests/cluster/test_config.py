@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import dkapprox.cluster
-from dkapprox.cluster import SCHEMAS, ClusterConfigError, load_config, parse_config
+from dkapprox.cluster import SCHEMAS, ClusterConfigError, load_config, parse_config, template, template_names
 from dkapprox.errors import DkapproxError
 
-CONFIGS = Path(dkapprox.cluster.__file__).parent / "configs"  # the templates the package ships
+CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"  # the templates' one copy (wheel: package data)
 
 
 @pytest.mark.parametrize("name", ["local", "scheduler", "slurm", "pbs", "kubernetes"])
@@ -22,6 +21,19 @@ def test_every_shipped_config_is_valid(name):
 
 def test_shipped_configs_cover_every_kind():
     assert {p.stem for p in CONFIGS.glob("*.yaml")} == set(SCHEMAS)
+
+
+def test_the_package_reads_the_top_level_templates_and_the_repository_holds_no_other_copy():
+    """cluster_configs/ is the one source: what the package lists and reads is that folder's files, byte
+    for byte, and no copy of them sits in the package's source (the wheel gets them by a mapping)."""
+    assert template_names() == sorted(path.stem for path in CONFIGS.glob("*.yaml"))
+    texts = {path.read_bytes() for path in CONFIGS.glob("*.yaml")}
+    for name in template_names():
+        assert template(name).encode("utf-8") == (CONFIGS / f"{name}.yaml").read_bytes(), name
+    source = CONFIGS.parent / "dkapprox"
+    assert source.is_dir() and not (source / "cluster" / "configs").exists()
+    copies = [str(path) for path in source.rglob("*") if path.is_file() and path.read_bytes() in texts]
+    assert not copies, f"{copies}: a second copy of a template; cluster_configs/ is the one source"
 
 
 def test_unknown_top_level_key_is_named_with_a_suggestion():

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import zarr
 
-import dkapprox.cluster
 from dkapprox.cluster import (
     SCHEMAS,
     ClusterConfigError,
@@ -27,7 +26,7 @@ from dkapprox.cluster import (
 )
 from dkapprox.errors import MissingPackageError
 
-CONFIGS = Path(dkapprox.cluster.__file__).parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"  # the templates' one copy (wheel: package data)
 HAS_DASK_CUDA = importlib.util.find_spec("dask_cuda") is not None
 
 

@@ -7,11 +7,10 @@ import dask_jobqueue as jobqueue
 import pytest
 import yaml
 
-import dkapprox.cluster
 from dkapprox.cluster import connect, load_config, parse_config, render
 from dkapprox.cluster._start import jobqueue_kwargs
 
-CONFIGS = Path(dkapprox.cluster.__file__).parent / "configs"  # the templates the package ships
+CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"  # the templates' one copy (wheel: package data)
 
 
 def test_slurm_script_carries_every_setting():
