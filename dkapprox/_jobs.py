@@ -14,6 +14,7 @@ import math
 import os
 
 import click
+import numpy as np
 
 from . import errors
 from ._registry import cli_methods
@@ -196,6 +197,41 @@ def on_device(X, device):
     if device == "cpu":
         return X, lambda Z: Z
     return _xp.cuda_blocks(X), _xp.host_blocks
+
+
+def refuse_host_only(est, device):
+    """``--device cuda`` with a map that runs on NumPy blocks only: a usage error, before any fit or cluster.
+
+    Random binning hashes cells into a scipy.sparse matrix, which the array API has no form of
+    (:func:`dkapprox.random_features.binning.refuse_device`); computing it on the host instead
+    would break ``on_device``'s promise never to fall back to the CPU in silence.
+    """
+    from .random_features import RandomBinningFeatures
+
+    if device != "cpu" and isinstance(est, RandomBinningFeatures):
+        raise click.UsageError(f"--device {device}: RandomBinningFeatures (--method binning) runs on the host "
+                               "only (its features are scipy.sparse); use --device cpu")
+
+
+def storable(features):
+    """Features as a Zarr store holds them: dense blocks.
+
+    A map with sparse output (``--method binning``, whose ``dense_output`` is False by default)
+    gives a dask array of scipy.sparse blocks, which :func:`dkapprox.io.write_features` refuses.
+    Each block is made dense in its own task, fused with the map that made it, so the store holds
+    exactly ``transform(X).toarray()``; the model stays as fitted (a Python user loading it still
+    gets sparse features). Mostly zeros: ``--compression zstd`` shrinks such a store.
+    """
+    from . import _graph
+
+    if not _graph.is_sparse_meta(features):
+        return features
+    return features.map_blocks(_dense_block, dtype=features.dtype,
+                               meta=np.empty((0,) * features.ndim, dtype=features.dtype))
+
+
+def _dense_block(block):
+    return block.toarray()
 
 
 def describe_model(est):

@@ -2,8 +2,9 @@
 
 An estimator class declares, on itself:
 
-- ``_cli_name``: its ``--method`` on the command line (transformers the CLI
-  offers; absent for the others);
+- ``_cli_name``: its ``--method`` on the command line. Every transformer
+  declares its own (not inherited), so the jobs offer every feature map
+  (``tests/test_registry.py`` fails otherwise); learners have none;
 - ``_exact_kernel(self)``: for a fitted transformer, the exact kernel its
   features approximate, as a function of a sample ``Xs -> (n, n) matrix``
   (:func:`dkapprox.metrics.kernel_approximation_error` compares with it).
@@ -42,5 +43,5 @@ def by_name() -> dict:
 
 
 def cli_methods() -> dict:
-    """``--method`` name -> class, for the transformers the command line offers."""
+    """``--method`` name -> class, for every transformer (``fit``, ``featurize``)."""
     return {cls._cli_name: cls for cls in TRANSFORMERS if getattr(cls, "_cli_name", None)}

@@ -17,18 +17,21 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import zarr
 from _rounding import assert_chunking_promise, transform_by_blocks
 from distributed import KilledWorker
 from distributed.comm import CommClosedError
 
-import dkapprox.cluster
 from dkapprox import io, models
 from dkapprox.cli import exit_code, main
 from dkapprox.kernel_approximation import RBFSampler
 from dkapprox.nystroem import Nystroem
+from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeatures
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
+#: the cluster config templates' one copy, at the repository's top (the wheel carries it as package data)
+TEMPLATES = pathlib.Path(__file__).resolve().parents[1] / "cluster_configs"
 
 
 def cli(*args, timeout=180):
@@ -127,6 +130,65 @@ def test_featurize_and_nystroem_equal_the_library(work, tmp_path):
     est = Nystroem(n_components=50, kernel="rbf", gamma=0.2, random_state=3).fit(io.open_array(work["input"]))
     np.testing.assert_array_equal(io.open_features(tmp_path / "n.zarr").compute(),
                                   transform_by_blocks(est, work["X"], 250))
+
+
+def _store_bytes(path):
+    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
+
+
+def test_fourier_and_binning_jobs_equal_the_library_and_their_models_round_trip(work, tmp_path):
+    """The two maps the docs recommend beyond scikit-learn's, their non-numeric parameters given with
+    --param. Binning's features are scipy.sparse: the job stores them dense (the store holds dense
+    chunks), equal to the library's ``transform(X).toarray()``; its model, saved and loaded, writes
+    the same store through `transform`, and `info` describes both models."""
+    c = ("--cluster", work["cluster"])
+    fourier, binning = cli_many(
+        ("featurize", work["input"], "--method", "fourier", "--n-components", 64, "--gamma", 0.3,
+         "--param", "kernel=laplacian", "--param", "sampling=orthogonal", "--param", "features=sincos",
+         "--random-state", 5, "--out", tmp_path / "f.zarr", "--save-model", tmp_path / "fm", *c),
+        ("featurize", work["input"], "--method", "binning", "--n-components", 512, "--gamma", 0.5,
+         "--param", "n_grids=16", "--random-state", 5, "--compression", "zstd", "--out", tmp_path / "b.zarr",
+         "--save-model", tmp_path / "bm", *c),
+    )
+    assert fourier.returncode == 0 and binning.returncode == 0, (fourier.stderr, binning.stderr)
+    assert "fitted RandomFourierFeatures(" in fourier.stderr and "kernel='laplacian'" in fourier.stderr
+    assert "2,000 x 64 float32" in fourier.stdout and "2,000 x 512 float32" in binning.stdout
+
+    rff = RandomFourierFeatures(64, kernel="laplacian", gamma=0.3, sampling="orthogonal", features="sincos",
+                                random_state=5).fit(work["X"])
+    np.testing.assert_array_equal(io.open_features(tmp_path / "f.zarr").compute(),
+                                  transform_by_blocks(rff, work["X"], 250))
+    assert models.fingerprint(models.load(tmp_path / "fm")) == models.fingerprint(rff)
+
+    rbf = RandomBinningFeatures(512, gamma=0.5, n_grids=16, random_state=5).fit(work["X"])
+    expected = rbf.transform(work["X"])
+    assert sp.issparse(expected)  # the library's output stays sparse; the store is dense
+    stored = io.open_features(tmp_path / "b.zarr").compute()
+    assert isinstance(stored, np.ndarray) and stored.dtype == np.float32
+    np.testing.assert_array_equal(stored, expected.toarray())  # binning sums no products: exact
+    loaded = models.load(tmp_path / "bm")
+    assert models.fingerprint(loaded) == models.fingerprint(rbf) and loaded.dense_output is False
+    # mostly zeros (16 of 512 columns at most): zstd keeps a small fraction of the raw bytes
+    assert _store_bytes(tmp_path / "b.zarr") < 0.1 * stored.nbytes
+
+    again, binning_info, fourier_info = cli_many(
+        ("transform", work["input"], "--model", tmp_path / "bm", "--out", tmp_path / "b2.zarr", *c),
+        ("info", tmp_path / "bm", "--json"), ("info", tmp_path / "fm", "--json"))
+    assert again.returncode == binning_info.returncode == fourier_info.returncode == 0, again.stderr
+    np.testing.assert_array_equal(io.open_features(tmp_path / "b2.zarr").compute(), stored)
+    assert io.describe(tmp_path / "b2.zarr")["plan"]["model"] == models.fingerprint(rbf)
+    b_doc, f_doc = json.loads(binning_info.stdout), json.loads(fourier_info.stdout)
+    assert b_doc["class"] == "RandomBinningFeatures" and b_doc["fingerprint"] == models.fingerprint(rbf)
+    assert b_doc["params"] == rbf.get_params() and b_doc["n_features_in"] == 8
+    assert b_doc["arrays"]["hash_multipliers_"] == {"dtype": "uint64", "shape": [16, 8]}
+    assert f_doc["class"] == "RandomFourierFeatures" and f_doc["fingerprint"] == models.fingerprint(rff)
+    assert {k: f_doc["params"][k] for k in ("kernel", "sampling", "features", "n_components")} == \
+        {"kernel": "laplacian", "sampling": "orthogonal", "features": "sincos", "n_components": 64}
+    # binning runs on NumPy blocks only: asked for the GPU, the job says so before anything runs
+    on_gpu = cli("transform", work["input"], "--model", tmp_path / "bm", "--out", tmp_path / "g.zarr",
+                 "--device", "cuda", *c)
+    assert_one_line_error(on_gpu, 2, "--device cuda: RandomBinningFeatures (--method binning) runs on the host")
+    assert not (tmp_path / "g.zarr").exists()
 
 
 def test_overwrite_replaces_with_the_flag(work, tmp_path):
@@ -237,13 +299,29 @@ def test_usage_errors_exit_2_in_one_line(failures, work, capsys):
         (("fit", x, "--method", "rbf", "--param", "gamma", "--out", base / "m"), "expected KEY=VALUE"),
         (("fit", x, "--method", "additive_chi2", "--n-components", 5, "--out", base / "m"),
          "--n-components: AdditiveChi2Sampler has no parameter 'n_components'"),
+        (("fit", x, "--method", "fourier", "--param", "kernel=gauss", "--out", base / "m"),
+         "The 'kernel' parameter of RandomFourierFeatures must be a str among"),
+        (("fit", x, "--method", "fourier", "--param", "sampling=sobol", "--out", base / "m"),
+         "The 'sampling' parameter of RandomFourierFeatures must be a str among"),
+        (("featurize", x, "--method", "fourier", "--n-components", 33, "--param", "features=sincos",
+          "--out", base / "o"), "n_components must be even with features='sincos'"),
+        (("fit", x, "--method", "fourier", "--gamma", "scale", "--out", base / "m"),
+         "The 'gamma' parameter of RandomFourierFeatures must be a float in the range [0.0, inf)"),
+        (("featurize", x, "--method", "binning", "--param", "n_grids=many", "--out", base / "o"),
+         "The 'n_grids' parameter of RandomBinningFeatures must be an int in the range [1, inf). Got 'many'"),
+        (("featurize", x, "--method", "binning", "--param", "dense_output=maybe", "--out", base / "o"),
+         "The 'dense_output' parameter of RandomBinningFeatures must be an instance of 'bool'"),
+        (("fit", x, "--method", "binning", "--param", "kernel=laplacian", "--out", base / "m"),
+         "--param kernel: RandomBinningFeatures has no such parameter"),
+        (("featurize", x, "--method", "binning", "--device", "cuda", "--out", base / "o"),
+         "--device cuda: RandomBinningFeatures (--method binning) runs on the host only"),
         (("transform", x, "--model", m, "--out", base / "o", "--cluster", work["cluster"], "--scheduler", "tcp://h:1"),
          "give --cluster or --scheduler, not both"),
         (("demo", "--memory-limit", "lots"), "expected a size such as 768MiB"),
         (("frobnicate",), "No such command 'frobnicate'"),
     ]:
         assert_one_line_error(in_process(capsys, *args), 2, fragment)
-    assert not (base / "m").exists()
+    assert not (base / "m").exists() and not (base / "o").exists()
 
 
 def test_missing_input_or_model_exits_66(failures, work, capsys):
@@ -303,22 +381,23 @@ def test_debug_shows_the_traceback(failures):
 def test_quiet_version_and_cluster_script(capsys):
     version = in_process(capsys, "--version")
     assert version.returncode == 0 and version.stdout.startswith("dkapprox ")
-    configs = os.path.join(os.path.dirname(dkapprox.cluster.__file__), "configs")
+    configs = str(TEMPLATES)
     script = in_process(capsys, "cluster-script", os.path.join(configs, "slurm.yaml"))
     assert script.returncode == 0 and "#SBATCH --mem=32G" in script.stdout and script.stderr == ""
     bad = in_process(capsys, "-q", "cluster-script", os.path.join(configs, "nope.yaml"))
     assert_one_line_error(bad, 78, "no such cluster config")
 
 
-def test_cluster_config_prints_the_packaged_templates(capsys, tmp_path):
+def test_cluster_config_prints_the_top_level_templates_byte_for_byte(capsys, tmp_path):
     from dkapprox.cluster import SCHEMAS, load_config
 
     listed = in_process(capsys, "cluster-config", "--list")
     assert listed.returncode == 0 and listed.stdout.split() == sorted(SCHEMAS), listed
+    assert sorted(path.stem for path in TEMPLATES.glob("*.yaml")) == sorted(SCHEMAS)  # one template a kind
     for name in sorted(SCHEMAS):
         printed = in_process(capsys, "cluster-config", name)
-        shipped = pathlib.Path(dkapprox.cluster.__file__).parent / "configs" / f"{name}.yaml"
-        assert printed.returncode == 0 and printed.stdout == shipped.read_text(encoding="utf-8"), name
+        shipped = (TEMPLATES / f"{name}.yaml").read_bytes()  # cluster_configs/NAME.yaml, exactly
+        assert printed.returncode == 0 and printed.stdout.encode("utf-8") == shipped, name
         copy = tmp_path / f"{name}.yaml"  # what `dkapprox cluster-config NAME > NAME.yaml` leaves
         copy.write_text(printed.stdout)
         assert load_config(copy).kind == name

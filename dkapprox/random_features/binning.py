@@ -154,6 +154,10 @@ class RandomBinningFeatures(BlockwiseTransformer):
     True
     """
 
+    # --method binning: the technique's name (random binning); "laplacian" would not tell it from
+    # --method fourier --param kernel=laplacian, which approximates the same kernel
+    _cli_name = "binning"
+
     def _exact_kernel(self):
         gamma = self.gamma
         return lambda Xs: pairwise_kernels(Xs, metric="laplacian", gamma=gamma)

@@ -166,6 +166,10 @@ class RandomFourierFeatures(BlockwiseTransformer):
     True
     """
 
+    # --method fourier: named for the technique, not a kernel, as one class serves four kernels
+    # (--param kernel=laplacian); "rbf" stays scikit-learn's RBFSampler
+    _cli_name = "fourier"
+
     def _exact_kernel(self):
         return Spectrum(self.kernel, float(self.gamma), float(self.nu), float(self.length_scale)).kernel_matrix
 
@@ -192,13 +196,21 @@ class RandomFourierFeatures(BlockwiseTransformer):
         self.sampling = sampling
         self.random_state = random_state
 
-    def _fit(self, X):
+    def _validate_params(self):
+        """scikit-learn's checks of each parameter, then the one between two: sincos needs an even width.
+
+        Here rather than in ``_fit`` so that every caller that validates before reading data
+        (``dkapprox featurize --param features=sincos``, a model file's load) refuses it too.
+        """
+        super()._validate_params()
         if self.features == "sincos" and self.n_components % 2:
             n = self.n_components
             even = f"{n - 1} or {n + 1}" if n > 1 else f"{n + 1}"
             raise ValueError(
                 f"n_components must be even with features='sincos' (each frequency gives a cos "
                 f"and a sin feature); got n_components={n}. Use {even}, or features='cos'.")
+
+    def _fit(self, X):
         rs = check_random_state(self.random_state)
         n_features = X.shape[1]
         with_offset = self.features == "cos"

@@ -48,7 +48,12 @@ MODELS = [
     (Nystroem(landmarks=X64[:7], gamma=0.3), X64),
     (Nystroem(n_components=10, random_state=0), XS),
     (RandomFourierFeatures(n_components=16, kernel="laplacian", sampling="orthogonal", random_state=0), X64),
+    (RandomFourierFeatures(n_components=16, kernel="matern", nu=2.5, features="sincos", sampling="structured",
+                           random_state=0), X32),  # Hadamard signs and scales, no dense matrix
+    (RandomFourierFeatures(n_components=16, kernel="cauchy", features="sincos", sampling="qmc", random_state=0),
+     XS),  # no offsets (None)
     (RandomBinningFeatures(n_components=64, n_grids=4, random_state=0), X64),
+    (RandomBinningFeatures(n_components=64, gamma=0.25, n_grids=4, dense_output=True, random_state=0), X32),
     (Ridge(alpha=0.5), X64),
     (RidgeCV(alphas=(0.1, 1.0)), X64),
     (RidgeClassifier(), X64),
