@@ -11,7 +11,10 @@ A subclass says only what is particular to it:
 This class validates input with scikit-learn's wording, dispatches NumPy input
 to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
-array: turning it into a pandas frame would compute it). A 2-D
+array: turning it into a pandas frame would compute it). A dask DataFrame is
+read lazily, one block per partition; with ``set_output(transform="pandas")``
+its features come back as a lazy dask DataFrame with its index and divisions
+(:func:`dkapprox._lazy.as_frame`). A 2-D
 ``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox._xarray`), and
 a fitted estimator's repr ends with what it holds (widths, landmarks, bytes);
 in Jupyter, its HTML adds a table of the fitted state: the bytes shipped to the
@@ -56,9 +59,12 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         Parameters
         ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        X : {ndarray, sparse matrix, dask array or DataFrame, zarr array} of shape (n_samples, n_features)
             Training data. A dask array is read at most once, and only when the
-            method needs a statistic of the data (e.g. ``gamma='scale'``).
+            method needs a statistic of the data (e.g. ``gamma='scale'``). A dask
+            DataFrame is read as the dask array of its partitions (unknown row
+            counts: a method that needs them counts them in one more pass); its
+            column names become ``feature_names_in_``, as a pandas frame's do.
         y : None
             Ignored.
 
@@ -83,6 +89,10 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         X : {ndarray, sparse matrix, dask array, zarr array, array-API array} of shape (n_samples, n_features)
             NumPy or sparse input is transformed now; dask (or zarr) input gives
             a lazy dask array with one task per row block and nothing computed.
+            A dask DataFrame is read one partition per task and gives a lazy
+            dask array, or with ``set_output(transform="pandas")`` a lazy dask
+            DataFrame with ``get_feature_names_out()`` as columns and the
+            input's index and divisions.
             An array of another array-API namespace (CuPy) is transformed in
             that namespace, on its device; so are the blocks of a dask array
             of CuPy chunks.
@@ -90,6 +100,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Returns
         -------
         X_new : ndarray, sparse matrix, dask array or array of X's namespace, of shape (n_samples, n_features_out)
+            Or a (lazy) pandas or dask DataFrame, as ``set_output`` asks.
 
         Notes
         -----
@@ -136,11 +147,29 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
                 sparse=self._sparse_out(_graph.is_sparse_meta(X)),
             )
+            if _lazy.is_dataframe(X_orig):
+                out = self._wrap_lazy_frame(out, X, X_orig)
         return _xarray.wrap_like(out, X_orig, self) if _xarray.is_dataarray(X_orig) else out
 
     def _wrap(self, out, X_orig):
         # sparse output with set_output(transform="pandas") raises, as in scikit-learn
         return wrap_data_with_container("transform", align_api_if_sparse(out), X_orig, self)
+
+    def _wrap_lazy_frame(self, out, X, X_orig):
+        """Lazy features ``out`` of the dask DataFrame ``X_orig`` (read as ``X``), in the container set_output asks for.
+
+        scikit-learn wraps the output's empty meta in the frame's empty meta:
+        its errors (sparse output and pandas), its columns, the index's type.
+        pandas gives a lazy dask DataFrame with the input's index and
+        divisions; the default (or a container dask has no lazy form of,
+        polars) leaves the lazy dask array.
+        """
+        shape = (0, out.shape[1])  # dask keeps a meta of shape (0, 0): an empty block of the output's shape
+        empty = sp.csr_matrix(shape, dtype=out.dtype) if sp.issparse(out._meta) else np.empty(shape, out.dtype)
+        meta = self._wrap(empty, X_orig._meta)
+        if type(meta).__module__.partition(".")[0] != "pandas" or not hasattr(meta, "columns"):
+            return out
+        return _lazy.as_frame(out, X, X_orig, meta)
 
     # -- repr: scikit-learn's, plus what was fitted -------------------------------
     def __repr__(self, N_CHAR_MAX=700):

@@ -5,6 +5,10 @@ NumPy and scipy.sparse input goes through scikit-learn's own ``validate_data``
 (shape, dtype, chunks) when the graph is built; value checks (NaN, infinity,
 sign) run inside each task via :class:`BlockCheck`, so bad data fails at
 compute time with the same message, and nothing is computed just to check.
+A dask DataFrame is checked on its columns' names (by scikit-learn, on the
+frame's empty ``_meta``: ``feature_names_in_`` and its errors are
+scikit-learn's) and dtypes, then read as a dask array of one block per
+partition (:func:`dkapprox._lazy.frame_as_dask`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     """Validate ``X`` for ``estimator``; returns NumPy/sparse or a dask array.
 
     NumPy input is validated eagerly by scikit-learn; dask (and zarr) input by
-    metadata, cast lazily to a float dtype as scikit-learn would cast it.
+    metadata, cast lazily to a float dtype as scikit-learn would cast it; a
+    dask DataFrame by its columns' names and dtypes (:func:`_check_dataframe`).
     """
     if _xp.namespace(X) is not None:
         return _check_device_array(estimator, X, reset=reset, ensure_non_negative=ensure_non_negative,
@@ -33,6 +38,8 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     if not _lazy.is_lazy(X):
         return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse or False,
                              ensure_non_negative=ensure_non_negative, dtype=dtype, copy=copy)
+    if _lazy.is_dataframe(X) and X.ndim == 2:
+        return _check_dataframe(estimator, X, reset=reset, dtype=dtype)
     X = _lazy.as_dask(X)
     name = type(estimator).__name__
     if X.ndim != 2:
@@ -76,6 +83,47 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     if reset and hasattr(estimator, "feature_names_in_"):
         del estimator.feature_names_in_  # as scikit-learn does for unnamed input
     return X
+
+
+def _check_dataframe(estimator, X, *, reset, dtype):
+    """A dask DataFrame, checked from its metadata; returns a dask array of its values.
+
+    Its column names go through scikit-learn on the frame's empty ``_meta``
+    (``feature_names_in_`` set or checked, with scikit-learn's errors and
+    warnings, and ``n_features_in_``). Every column must have a numeric or
+    bool dtype: a string, object, categorical or datetime column is refused
+    by name (scikit-learn would convert strings value by value, which here
+    means computing them). The values' dtype is the one scikit-learn's
+    ``check_array`` picks for a pandas frame: the columns' common NumPy dtype
+    if it is one of ``dtype``, else ``dtype[0]`` (nullable and pyarrow
+    columns: ``dtype[0]``, their missing values NaN).
+    """
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    name = type(estimator).__name__
+    columns = list(X.dtypes.items())
+    if not columns:
+        raise ValueError(f"Found array with 0 feature(s) (shape=(nan, 0)) while a minimum of 1 is "
+                         f"required by {name}.")
+    validate_data(estimator, X._meta, reset=reset, skip_check_array=True)
+    bad = [(column, d) for column, d in columns if not (is_numeric_dtype(d) or is_bool_dtype(d))]
+    if bad:
+        listed = ", ".join(f"{column!r} ({d})" for column, d in bad)
+        raise ValueError(
+            f"could not convert {'column' if len(bad) == 1 else 'columns'} {listed} of the dask DataFrame "
+            f"to float: {name} takes numeric and bool columns only. Select the feature columns "
+            "(ddf[[...]]) or convert them first (ddf.astype({column: 'float64'}), an encoder for "
+            "categories); checked from the dtypes, nothing was computed."
+        )
+    complex_ = [column for column, d in columns if getattr(d, "kind", "") == "c"]
+    if complex_:
+        raise ValueError(f"Complex data not supported (dask DataFrame column(s) {complex_}).")
+    dtypes = [d for _, d in columns]
+    common = np.result_type(*dtypes) if all(isinstance(d, np.dtype) for d in dtypes) else None
+    if dtype is not None:
+        wanted = [np.dtype(d) for d in dtype]
+        common = common if common in wanted else wanted[0]
+    return _lazy.frame_as_dask(X, dtype=common)
 
 
 def _check_device_array(estimator, X, *, reset, ensure_non_negative, dtype):
