@@ -42,6 +42,8 @@ def one_line(exc: BaseException) -> str:
         text = text.replace("pass refresh=True", "pass --refresh").replace("with refresh=True", "with --refresh")
     if isinstance(exc, errors.StoreBusyError):
         text = text.replace("pass wait=True", "pass --wait")
+    if isinstance(exc, errors.InputDataError):
+        text = text.replace("pass columns=", "pass --columns")
     return text if isinstance(exc, (errors.DkapproxError, ValueError, OSError)) else \
         f"{type(exc).__name__}: {text}"
 
@@ -156,6 +158,56 @@ def open_input(path, component, block_rows=None, storage_options=None):
     return X
 
 
+def parse_columns(text):
+    """``--columns a,b,c`` as a tuple of names (None: not given)."""
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise click.BadParameter(f"expected column names separated by commas, got {text!r}", param_hint="--columns")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise click.BadParameter(f"column {duplicated[0]!r} is named twice", param_hint="--columns")
+    return names
+
+
+def open_data(path, component=None, block_rows=None, storage_options=None, columns=None):
+    """``(X, sources)``: INPUT as a lazy dask array, and the inputs the writer must identify besides Zarr arrays.
+
+    A Parquet dataset (:func:`dkapprox.io._parquet.is_parquet`) is read through dask.dataframe, one
+    block per file, its row counts from the footers; ``columns`` (default: every column) are its
+    features. Every check its schema allows runs here, before any cluster starts. Blocks are made
+    regular for the store: ``block_rows``, else the largest file's rows (files of other lengths are
+    split or joined across blocks; each file is still read whole by the task that needs it).
+    """
+    from . import _lazy
+    from .io import _parquet
+
+    if not _parquet.is_parquet(path, storage_options):
+        if columns is not None:
+            raise click.UsageError(f"--columns: {shown(path)} is a Zarr store, not a Parquet dataset; "
+                                   "--columns picks a Parquet dataset's columns (a Zarr array's are all read)")
+        return open_input(path, component, block_rows, storage_options), ()
+    if component is not None:
+        raise click.UsageError(f"--component: {shown(path)} is a Parquet dataset; pick its columns with --columns")
+    try:
+        dataset = _parquet.open_parquet(path, columns, storage_options=storage_options)
+    except errors.InputDataError as exc:
+        absent = getattr(exc, "absent_columns", None)
+        if absent:
+            raise click.BadParameter(one_line(exc), param_hint="--columns") from None
+        raise
+    X = _lazy.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
+    rows = X.chunks[0]
+    if block_rows:
+        X = X.rechunk({0: block_rows})
+    elif any(n != max(rows) for n in rows[:-1]):
+        X = X.rechunk({0: max(rows)})
+    log.info("reading %s: %d files, %s rows, columns %s", shown(path), len(dataset.keys), f"{X.shape[0]:,}",
+             ", ".join(dataset.columns))
+    return X, (dataset,)
+
+
 def require_workers_see(input_path):
     """Refuse (UnsharedPathError) a local INPUT that the cluster's workers do not see, before a fit reads it."""
     from .io._location import locate
@@ -164,7 +216,7 @@ def require_workers_see(input_path):
     require_shared(inputs=[locate(input_path)])
 
 
-def plan_of(command, input_path, component, X, model, device="cpu"):
+def plan_of(command, input_path, component, X, model, device="cpu", sources=()):
     from .models import fingerprint
 
     plan = {
@@ -179,6 +231,8 @@ def plan_of(command, input_path, component, X, model, device="cpu"):
         # "Precision"): another --block-rows is another job, never resumed into this one
         "block_rows": int(X.chunks[0][0]),
     }
+    for source in sources:  # a Parquet dataset: its columns, by name and in order, are the job's
+        plan["input"].update(format="parquet", column_names=list(source.columns))
     if device != "cpu":  # a GPU's features equal the CPU's within the rounding bound only: another job
         plan["device"] = device
     return plan
@@ -260,7 +314,7 @@ def _finished_same_job(out, plan, io, storage_options=None):
 
 
 def write(client, features, out, *, plan, overwrite, progress, compression=None, wait=False, refresh=False,
-          storage_options=None):
+          storage_options=None, sources=()):
     """Store features with a progress bar; the storage layer's WriteReport, or None if already done.
 
     Rerunning a finished job over an unchanged input is a no-op that succeeds (nightly jobs get
@@ -277,7 +331,7 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
         try:
             pending = io.write_features(features, out, plan=plan, overwrite=overwrite, refresh=refresh,
                                         compute=False, compression=compression, wait=wait,
-                                        storage_options=storage_options)
+                                        storage_options=storage_options, sources=sources)
         except errors.OutputExistsError:
             if not overwrite and _finished_same_job(out, plan, io, storage_options):
                 return None  # the run we waited for finished it

@@ -64,7 +64,7 @@ def as_dask(X) -> da.Array:
     raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
 
 
-def frame_as_dask(X, dtype=None) -> da.Array:
+def frame_as_dask(X, dtype=None, rows=None) -> da.Array:
     """The values of a dask DataFrame (2-D) or Series (1-D) as a dask array; nothing is computed.
 
     One row block per partition, with unknown row counts (NaN chunks: a
@@ -81,6 +81,11 @@ def frame_as_dask(X, dtype=None) -> da.Array:
     graph also holds a task per partition giving its index, computed only
     when :func:`as_frame` puts the features back into a frame, from the
     partition the block was read from (each partition is read once).
+
+    ``rows``: the partitions' row counts where they are known without
+    reading them (a Parquet file's footer says it): the blocks then declare
+    them; the partitions' reader must check that they still hold as many
+    (``dkapprox.io._parquet``'s does).
     """
     dtypes = list(X.dtypes) if X.ndim == 2 else [X.dtype]
     numpy_only = all(isinstance(d, np.dtype) for d in dtypes)
@@ -104,7 +109,9 @@ def frame_as_dask(X, dtype=None) -> da.Array:
     from dask.highlevelgraph import HighLevelGraph
 
     graph = HighLevelGraph.from_collections(values, layer, dependencies=parts[:1])  # parts share one graph
-    chunks = ((np.nan,) * len(parts),) + tuple((t,) for t in tail)
+    if rows is not None and len(rows) != len(parts):
+        raise ValueError(f"{len(rows)} row counts given for {len(parts)} partitions")
+    chunks = ((np.nan,) * len(parts) if rows is None else tuple(int(n) for n in rows),) + tuple((t,) for t in tail)
     return da.Array(graph, values, chunks=chunks, meta=np.empty((0,) * (1 + len(tail)), dtype=dtype))
 
 

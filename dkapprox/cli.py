@@ -6,9 +6,10 @@ retry from a fix:
 ====  ===========================================================================
 0     done
 1     internal error (a bug: rerun with --debug and report the traceback)
-2     usage: unknown option, method or estimator parameter
-65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model
-66    input missing: no store, array or model at the path
+2     usage: unknown option, method or estimator parameter; --columns names a column the Parquet dataset lacks
+65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model; a Parquet column
+      that is not numeric, holds nulls (found when its file is read), or changes type between files
+66    input missing: no store, array, model or Parquet data file at the path
 69    unavailable: a URL's protocol needs a package that is not installed (the message names it), or
       --device cuda finds no CuPy or no GPU
 73    cannot create the output: it exists (use --overwrite) or belongs to another job; or its
@@ -55,7 +56,8 @@ from ._jobs import (
     make_estimator,
     on_device,
     one_line,
-    open_input,
+    open_data,
+    parse_columns,
     parse_storage_options,
     plan_of,
     refuse_existing_model,
@@ -239,6 +241,14 @@ def write_options(fn):
     return click.option("--component", help="Array inside the INPUT group.")(fn)
 
 
+def columns_option(fn):
+    return click.option("--columns", metavar="A,B,C",
+                        help="INPUT is a Parquet dataset (a file, or a folder or prefix of files, local or a URL): "
+                             "these columns, in this order, are the features (default: every column; a "
+                             "non-numeric one exits 65, so name the numeric ones). Each file is one block, "
+                             "files taken in path order; see docs/jobs.rst, 'Parquet input'.")(fn)
+
+
 def method_options(fn):
     fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
                       help="Any other parameter of the estimator (repeatable), e.g. --param degree=3, or "
@@ -290,7 +300,7 @@ def _wait(flag, timeout):
 @click.option("--quiet", "-q", is_flag=True, help="Only errors on stderr (no log lines).")
 @click.version_option(__version__, message="dkapprox %(version)s")  # the wheel's version too (pyproject reads it)
 def dkapprox(debug, quiet):
-    """Kernel approximation and random projection on Zarr data far larger than memory.
+    """Kernel approximation and random projection on Zarr data (or Parquet datasets) far larger than memory.
 
     Exit codes: 0 done, 2 usage, 65 bad input data (verify: the store
     failed its checks), 66 input missing, 69 a package a URL needs is missing (or CuPy or a GPU for --device cuda),
@@ -319,20 +329,23 @@ def dkapprox(debug, quiet):
 @click.argument("input_path", metavar="INPUT")
 @method_options
 @click.option("--component", help="Array inside the INPUT group.")
+@columns_option
 @click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
 @storage_options
 @cluster_options
-def fit(input_path, method, n_components, gamma, random_state, params, component, model_path, overwrite,
+def fit(input_path, method, n_components, gamma, random_state, params, component, columns, model_path, overwrite,
         storage_option_items, cluster_config, scheduler, start_timeout):
-    """Fit an estimator on the Zarr array INPUT and save it to --out (no pickle)."""
+    """Fit an estimator on INPUT (a Zarr array, or a Parquet dataset's --columns) and save it to --out (no
+    pickle)."""
     from . import models
 
     options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
     refuse_existing_model(model_path, overwrite, options)
-    X = open_input(input_path, component, storage_options=options)  # metadata only: fails before a cluster starts
+    # metadata only (Parquet: a listing and the footers): fails before a cluster starts
+    X, _ = open_data(input_path, component, storage_options=options, columns=parse_columns(columns))
     with _client(cluster_config, scheduler, start_timeout):
         require_workers_see(input_path)
         started = time.perf_counter()
@@ -348,13 +361,15 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Model written by `dkapprox fit`.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
+@columns_option
 @write_options
 @storage_options
 @cluster_options
-def transform(input_path, model_path, out_path, component, overwrite, block_rows, compression,
+def transform(input_path, model_path, out_path, component, overwrite, columns, block_rows, compression,
               storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
               wait_timeout, refresh, device):
-    """Featurize the Zarr array INPUT with a saved model into --out (resumable: rerun to finish)."""
+    """Featurize INPUT (a Zarr array, or a Parquet dataset's --columns) with a saved model into --out
+    (resumable: rerun to finish)."""
     from . import models
 
     wait = _wait(wait, wait_timeout)
@@ -363,14 +378,15 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
     refuse_host_only(model, device)
-    X = open_input(input_path, component, block_rows, storage_options=options)
+    X, sources = open_data(input_path, component, block_rows, storage_options=options,
+                           columns=parse_columns(columns))
     blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here
     features = storable(back(model.transform(blocks)))  # lazy: a wrong width fails here, before a cluster starts
-    plan = plan_of("transform", input_path, component, X, model, device)
+    plan = plan_of("transform", input_path, component, X, model, device, sources)
     with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
                         wait=wait, refresh=refresh, progress=_progress(progress),
-                        compression=None if compression == "none" else compression)
+                        compression=None if compression == "none" else compression, sources=sources)
     click.echo(summary(report, X.shape[0], out_path))
 
 
@@ -380,13 +396,15 @@ def transform(input_path, model_path, out_path, component, overwrite, block_rows
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
 @click.option("--save-model", type=click.Path(), help="Also save the fitted model here.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (and model).")
+@columns_option
 @write_options
 @storage_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
-              overwrite, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
+              overwrite, columns, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
               start_timeout, wait, wait_timeout, refresh, device):
-    """Fit on INPUT and featurize it into --out in one step (resumable: rerun to finish).
+    """Fit on INPUT (a Zarr array, or a Parquet dataset's --columns) and featurize it into --out in one
+    step (resumable: rerun to finish).
 
     Every feature map of dkapprox is a --method; e.g. --method fourier --param kernel=laplacian
     --param sampling=qmc, or --method binning (sparse features, stored dense: --compression zstd
@@ -401,7 +419,8 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     refuse_host_only(est, device)
     refuse_existing_model(save_model, overwrite, options)
     refuse_missing_bucket(out_path, options)  # before the fit, not after it
-    X = open_input(input_path, component, block_rows, storage_options=options)
+    X, sources = open_data(input_path, component, block_rows, storage_options=options,
+                           columns=parse_columns(columns))
     blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here, before the fit
     with _client(cluster_config, scheduler, start_timeout) as client:
         require_workers_see(input_path)
@@ -410,10 +429,10 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
         log.info("fitted %s in %.1f s", describe_model(est), time.perf_counter() - started)
         if save_model:
             models.save(est, save_model, overwrite=overwrite, storage_options=options)
-        plan = plan_of("featurize", input_path, component, X, est, device)
+        plan = plan_of("featurize", input_path, component, X, est, device, sources)
         report = write(client, storable(back(est.transform(blocks))), out_path, plan=plan, overwrite=overwrite,
                         storage_options=options, wait=wait, refresh=refresh, progress=_progress(progress),
-                        compression=None if compression == "none" else compression)
+                        compression=None if compression == "none" else compression, sources=sources)
     click.echo(summary(report, X.shape[0], out_path))
 
 

@@ -156,3 +156,43 @@ def test_storage_options_parse_like_params_and_nest():
         assert "s3cr3t" not in info.value.format_message()
     with pytest.raises(click.BadParameter, match="given both as a value and as a group"):
         parse_storage_options(["a=1", "a.b=2"])
+
+
+def test_a_parquet_dataset_on_s3_is_read_identified_by_etag_and_refreshed(s3, tmp_path):
+    """Jobs read Parquet (issue 30): the files of an s3:// dataset are the blocks, their ETags its identity."""
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    frames = [pd.DataFrame({"id": np.arange(i * 100, (i + 1) * 100), "a": rng.standard_normal(100),
+                            "b": rng.standard_normal(100)}) for i in range(3)]
+    for i, frame in enumerate(frames):
+        with fs.open(f"data/in.parquet/part.{i}.parquet", "wb") as f:
+            frame.to_parquet(f, index=False)
+    env = {**BASE_ENV, **s3.env()}
+    (tmp_path / "threads.yaml").write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\n"
+                                           "processes: false\ndashboard_address: null\n")
+    job = ("featurize", "s3://data/in.parquet/", "--columns", "a,b", "--method", "rbf", "--n-components", 16,
+           "--out", "s3://data/f.zarr", "--cluster", tmp_path / "threads.yaml")
+    first = cli(env, *job)
+    assert_quiet(first)
+    assert "3 blocks written" in first.stdout
+    X = pd.concat(frames)[["a", "b"]].to_numpy()
+    from dkapprox.kernel_approximation import RBFSampler
+
+    expected = transform_by_blocks(RBFSampler(n_components=16, random_state=0).fit(X), X, 100)
+    assert io.open_features("s3://data/f.zarr").compute().tobytes() == expected.tobytes()
+    frames[1]["a"] += 1.0
+    with fs.open("data/in.parquet/part.1.parquet", "wb") as f:  # the same size, another ETag
+        frames[1].to_parquet(f, index=False)
+    rerun = cli(env, *job)
+    assert_quiet(rerun, 73)
+    assert "1 files changed" in rerun.stderr and "rows 100-200" in rerun.stderr, rerun.stderr
+    refreshed = cli(env, *job, "--refresh")
+    assert_quiet(refreshed)
+    assert "1 blocks written, 2 already there, of 3" in refreshed.stdout
+    verify = cli(env, "verify", "s3://data/f.zarr")
+    assert_quiet(verify)
+    X = pd.concat(frames)[["a", "b"]].to_numpy()
+    expected = transform_by_blocks(RBFSampler(n_components=16, random_state=0).fit(X), X, 100)
+    assert io.open_features("s3://data/f.zarr").compute().tobytes() == expected.tobytes()

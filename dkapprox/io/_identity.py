@@ -44,10 +44,12 @@ class InputIdentity:
     keys: tuple = field(repr=False)
     sizes: tuple = field(repr=False)
     stamps: tuple = field(repr=False)
+    rows: tuple = field(default=(), repr=False)  # rows of each entry, where entries are files of rows (Parquet)
 
     @property
     def digest(self) -> str:
-        listing = canonical_json([self.metadata, self.stamp, list(self.keys), list(self.sizes), list(self.stamps)])
+        parts = [self.metadata, self.stamp, list(self.keys), list(self.sizes), list(self.stamps)]
+        listing = canonical_json(parts + [list(self.rows)] if self.rows else parts)  # a Zarr input's as before
         return hashlib.sha256(listing.encode()).hexdigest()
 
     def summary(self) -> dict:
@@ -56,12 +58,13 @@ class InputIdentity:
                 "digest": self.digest}
 
     def to_dict(self) -> dict:
-        return {**self.summary(), "keys": list(self.keys), "sizes": list(self.sizes), "stamps": list(self.stamps)}
+        doc = {**self.summary(), "keys": list(self.keys), "sizes": list(self.sizes), "stamps": list(self.stamps)}
+        return {**doc, "rows": list(self.rows)} if self.rows else doc
 
     @classmethod
     def from_dict(cls, doc) -> InputIdentity:
         return cls(doc["path"], doc["metadata"], doc["stamp"], tuple(doc["keys"]), tuple(doc["sizes"]),
-                   tuple(doc["stamps"]))
+                   tuple(doc["stamps"]), tuple(doc.get("rows") or ()))
 
 
 def identify(z, loc: Location, *, skip=None) -> InputIdentity:
@@ -163,10 +166,15 @@ def _fsspec_listing(store, node_path):
         key = path[len(base):] if path.startswith(base) else ""
         if not key or info.get("type") == "directory":
             continue
-        tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified",
-                                           "created") if info.get(k) is not None), "")
-        entries.append((key, int(info.get("size") or 0), tag.strip('"')))
+        entries.append((key, int(info.get("size") or 0), stamp_of(info)))
     return entries
+
+
+def stamp_of(info) -> str:
+    """What changes when an object is rewritten, from an fsspec listing's entry: its ETag, else its time."""
+    tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified",
+                                       "created") if info.get(k) is not None), "")
+    return tag.strip('"')
 
 
 # -- comparing two identities -------------------------------------------------------------------
@@ -192,6 +200,7 @@ class InputChanges:
     refusals: tuple = ()
     rows: tuple = ()
     everything: bool = False
+    unit: str = "chunks"  # what the listing's entries are: a Zarr array's chunks, a Parquet dataset's files
 
     @property
     def same(self) -> bool:
@@ -205,8 +214,9 @@ class InputChanges:
             parts.append(f"{self.rows_now - self.rows_before:,} rows appended ({self.rows_before:,} -> "
                          f"{self.rows_now:,})")
         if self.everything:
-            parts.append("its recorded chunk listing is missing or unplaceable, so every row counts as changed")
-        parts.append(f"{self.changed:,} chunks changed, {self.added:,} added, {self.removed:,} removed")
+            parts.append(f"its recorded {self.unit[:-1]} listing is missing or unplaceable, so every row counts as "
+                         "changed")
+        parts.append(f"{self.changed:,} {self.unit} changed, {self.added:,} added, {self.removed:,} removed")
         if self.rows:
             shown = ", ".join(f"{a:,}-{b:,}" for a, b in self.rows[:ranges])
             more = f" and {len(self.rows) - ranges:,} more" if len(self.rows) > ranges else ""
@@ -227,7 +237,8 @@ def compare(old: InputIdentity | dict | None, new: InputIdentity) -> InputChange
     rows_now = int(now["shape"][0])
     refusals = []
     for key, what in (("dtype", "dtype"), ("grid", "chunk grid"), ("fill_value", "fill value"),
-                      ("key_encoding", "chunk key encoding")):
+                      ("key_encoding", "chunk key encoding"), ("columns", "columns"),
+                      ("types", "column types")):  # the last two: a Parquet input's (a Zarr one has none)
         if canonical_json(before.get(key)) != canonical_json(now.get(key)):
             refusals.append(f"its {what} changed ({_short(before.get(key))} -> {_short(now.get(key))})")
     if before.get("shape") and int(before["shape"][1]) != int(now["shape"][1]):
@@ -237,12 +248,17 @@ def compare(old: InputIdentity | dict | None, new: InputIdentity) -> InputChange
     if not isinstance(old, InputIdentity):
         same = summary.get("digest") == new.digest
         return InputChanges(new.path, rows_before=rows_before, rows_now=rows_now, refusals=tuple(refusals),
-                            everything=not same, rows=() if same else ((0, rows_now),))
+                            everything=not same, rows=() if same else ((0, rows_now),),
+                            unit="files" if now.get("format") == "parquet" else "chunks")
     recorded = dict(zip(old.keys, zip(old.sizes, old.stamps)))
     current = dict(zip(new.keys, zip(new.sizes, new.stamps)))
     changed = [k for k in current if k in recorded and recorded[k] != current[k]]
     added = [k for k in current if k not in recorded]
     removed = [k for k in recorded if k not in current]
+    if now.get("format") == "parquet":
+        rows, everything = _file_rows(old, new, changed, added)
+        return InputChanges(new.path, len(changed), len(added), len(removed), rows_before, rows_now,
+                            tuple(refusals), rows, everything, unit="files")
     grid = int(now["grid"][0])
     spans, everything = [], False
     for key in (*changed, *added, *removed):
@@ -256,6 +272,34 @@ def compare(old: InputIdentity | dict | None, new: InputIdentity) -> InputChange
     rows = ((0, rows_now),) if everything else _merge(spans)
     return InputChanges(new.path, len(changed), len(added), len(removed), rows_before, rows_now,
                         tuple(refusals), rows, everything)
+
+
+def _file_rows(old, new, changed, added):
+    """(merged rows of the current input that changed files feed, everything) for inputs of files of rows.
+
+    A file's rows follow the files before it in path order: a changed, added or removed file whose
+    row count differs shifts every later row, which then counts as changed too.
+    """
+    if len(old.rows) != len(old.keys) or len(new.rows) != len(new.keys):
+        return ((0, int(new.metadata["shape"][0])),), True
+
+    def spans(identity):
+        out, start = {}, 0
+        for key, n in zip(identity.keys, identity.rows):
+            out[key] = (start, start + int(n))
+            start += int(n)
+        return out
+
+    before, now = spans(old), spans(new)
+    rows_now = int(new.metadata["shape"][0])
+    found = [now[k] for k in (*changed, *added)]
+    shifted = [now[k][0] for k in now if k in before and k not in changed and before[k] != now[k]]
+    if shifted:
+        found.append((min(shifted), rows_now))
+    rows_before = sum(int(n) for n in old.rows)
+    if rows_now > rows_before:
+        found.append((rows_before, rows_now))
+    return _merge([s for s in found if s[1] > s[0]]), False
 
 
 def _row_block(key, metadata):

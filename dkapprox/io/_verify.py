@@ -205,8 +205,13 @@ def input_status(group, info, *, storage_options=None, store=None) -> list[dict]
                  "chunks_listed": summary.get("chunks_listed"),
                  "digest": summary.get("digest"), "stamp": summary.get("stamp")}
         try:
-            node, _ = open_node(summary["path"], storage_options=options)
-            now = identify(node, locate(summary["path"], options), skip=location_of_node(group))
+            if (summary.get("metadata") or {}).get("format") == "parquet":
+                from ._parquet import parquet_identity
+
+                now = parquet_identity(summary["path"], summary["metadata"], options)
+            else:
+                node, _ = open_node(summary["path"], storage_options=options)
+                now = identify(node, locate(summary["path"], options), skip=location_of_node(group))
         except Exception as exc:  # noqa: BLE001 - a missing or unreadable input does not match
             found.append({**entry, "matches": False, "why": f"cannot be listed ({' '.join(str(exc).split())})"})
             continue

@@ -211,7 +211,7 @@ def _raw_markers(done) -> bool:
 
 
 def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
-                   compression=None, storage_options=None, wait=False, lease_ttl=None):
+                   compression=None, storage_options=None, wait=False, lease_ttl=None, sources=()):
     """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
 
     Parameters
@@ -254,6 +254,11 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         Seconds the store's lease lasts without a heartbeat (renewed every
         quarter of it); default ``$DKAPPROX_LEASE_TTL``, else 90. A run
         killed on another host blocks reruns for at most this long.
+    sources : sequence, optional
+        Inputs the features are read from that are no Zarr array in their
+        graph, e.g. a Parquet dataset (``dkapprox.io._parquet.open_parquet``):
+        each has ``loc`` and ``identify(skip=)``, and its identity is recorded
+        and compared as a Zarr input's is.
 
     Returns
     -------
@@ -319,7 +324,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
     # workers on other hosts must see a local out (and input) as the client does, or blocks land on their disks
     require_shared(outputs=[loc], inputs=input_locations(features, plan))
-    inputs = input_arrays(features)
+    inputs = input_arrays(features) + [(source, source.loc) for source in sources]
     identities = [_identify(z, where, loc) for z, where in inputs]  # one listing each, before any write
     header = {
         "kind": OUTPUT_KIND, "format": OUTPUT_FORMAT, "package_version": package_version(),
@@ -437,7 +442,7 @@ def input_locations(features, plan) -> list[Location]:
 def _identify(z, where, out):
     """The input's identity; a listing that fails is named (66 if the input is gone, else temporary)."""
     try:
-        return identify(z, where, skip=out)
+        return z.identify(skip=out) if hasattr(z, "identify") else identify(z, where, skip=out)
     except FileNotFoundError as exc:
         raise InputMissingError(f"{where}: the input's chunks could not be listed, it is gone ({exc}); "
                                 f"nothing was written to {out}") from exc
