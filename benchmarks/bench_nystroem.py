@@ -21,8 +21,26 @@
    Nystroem in memory (in 250_000-row batches: its whole float32 output and
    kernel matrix would be 16 GB).
 
+4. Quality against the optimum (issue 31): on the fitted rows themselves,
+   ||K - Z Z^T|| / ||K|| as a ratio to the best rank-m error (the
+   eigendecomposition of K truncated to m), in the Frobenius and the trace
+   norm, mean of 3 seeds, for every landmark method, plain (l = m) and rank
+   restricted (``n_landmarks`` l = 2m, 4m, and 8m where l <= n), on three real
+   data sets scikit-learn ships, standardized: digits (1797 x 64; m = 64, 256),
+   breast cancer (569 x 30; m = 16, 64), diabetes (442 x 10; m = 16, 64); rbf
+   at gamma = 1/(n_features * X.var()) and 4x that. "kmeans, n_iter=1" is
+   'kmeans' with one Lloyd step: with l > m, 3 passes, the issue's bound.
+5. Passes over a dask input at m = 1024 for each method, plain and
+   restricted: ``landmark_passes_`` and the block reads counted.
+6. What rank restriction costs: fit seconds and transform microseconds per row
+   of restricted Nystroem(m, l) against plain Nystroem(m) and Nystroem(l).
+7. RPCholesky's subsample: the error of rank-restricted RPCholesky landmarks
+   from a uniform subsample of s rows, as a ratio to RPCholesky on all the rows
+   (the choice of ``landmark_params={'sample_size': ...}``'s default).
+
     python benchmarks/bench_nystroem.py            # full size
     python benchmarks/bench_nystroem.py --quick    # 200_000 rows, fewer sizes and seeds
+    python benchmarks/bench_nystroem.py --sections quality,passes,cost,sample   # issue 31's tables only
 """
 
 from __future__ import annotations
@@ -38,7 +56,8 @@ import dask
 import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster, wait
-from sklearn.datasets import load_digits, make_blobs
+from scipy import linalg
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, make_blobs
 from sklearn.kernel_approximation import Nystroem as SkNystroem
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.preprocessing import StandardScaler
@@ -50,7 +69,7 @@ from _common import consume, median_seconds, print_table, threaded_seconds, two_
 import dkapprox  # noqa: E402
 from dkapprox.nystroem import Nystroem  # noqa: E402
 
-METHODS = ["uniform", "kmeans", "leverage"]
+METHODS = ["uniform", "kmeans", "leverage"]  # sections 1 and 2 (today's table in docs/choosing.rst)
 CALLS = Counter()
 LOCK = threading.Lock()
 
@@ -97,6 +116,147 @@ def error_table(sizes, seeds):
                 rows.append([label, m, method, f"{mean:.4f}", f"{lo:.4f}-{hi:.4f}", mean / base])
             ratios[(label, m)] = min(errors["kmeans"][0], errors["leverage"][0]) / base
     return rows, ratios
+
+
+# -- 4. quality against the optimal rank-m approximation ------------------------------
+#: (label, landmarks, landmark_params): every method, and k-means with one Lloyd step (3 passes restricted)
+VARIANTS = [("uniform", "uniform", None), ("kmeans", "kmeans", None),
+            ("kmeans, n_iter=1", "kmeans", {"n_iter": 1}), ("leverage", "leverage", None),
+            ("rpcholesky", "rpcholesky", None)]
+FACTORS = [1, 2, 4, 8]  # l = factor * m; 1 is plain Nystroem
+#: the passes of each variant on dask input, restricted (l > m): the selection's, plus one
+RESTRICTED_PASSES = {"uniform": 2, "kmeans": 6, "kmeans, n_iter=1": 3, "leverage": 3, "rpcholesky": 2}
+
+
+def real_datasets():
+    """Three data sets scikit-learn ships, standardized, with the values of m to try on each."""
+    return {"digits": (load_digits().data, (64, 256)),
+            "breast cancer": (load_breast_cancer().data, (16, 64)),
+            "diabetes": (load_diabetes().data, (16, 64))}
+
+
+def optimum(K, m):
+    """The best rank-m errors of the PSD matrix K: Frobenius and trace norm."""
+    with threadpool_limits(1):  # two BLAS threads on a busy 2-core machine are slower than one
+        w = np.clip(linalg.eigvalsh(K), 0, None)[::-1]
+    return float(np.sqrt(np.sum(w[m:] ** 2))), float(np.sum(w[m:]))
+
+
+def quality_table(seeds):
+    rows, best = [], []
+    for name, (raw, sizes) in real_datasets().items():
+        X = StandardScaler().fit_transform(raw)
+        for scale in (1, 4):
+            gamma = scale / (X.shape[1] * X.var())
+            K = rbf_kernel(X, gamma=gamma)
+            for m in sizes:
+                frobenius_opt, trace_opt = optimum(K, m)
+                results = {}
+                for label, method, params in VARIANTS:
+                    cells = []
+                    for factor in FACTORS:
+                        if factor * m > len(X):
+                            cells.append("-")
+                            continue
+                        ratios = []
+                        for s in seeds:
+                            est = Nystroem(gamma=gamma, n_components=m, n_landmarks=factor * m, landmarks=method,
+                                           landmark_params=params, random_state=s)
+                            Z = est.fit(X).transform(X)
+                            R = K - Z @ Z.T
+                            ratios.append((np.linalg.norm(R) / frobenius_opt, np.trace(R) / trace_opt))
+                        frobenius, trace = np.mean(ratios, axis=0)
+                        results[(label, factor)] = frobenius
+                        cells.append(f"{frobenius:.3f} / {trace:.3f}")
+                    rows.append([name, f"{scale}/(d var)", m, label, *cells])
+                # the issue's grid: l <= 4m (l = 8m is shown above, not chosen from here)
+                grid = {k: v for k, v in results.items() if k[1] <= 4}
+                (label, factor), value = min(grid.items(), key=lambda kv: kv[1])
+                within3 = {k: v for k, v in grid.items()
+                           if (RESTRICTED_PASSES[k[0]] if k[1] > 1 else PASSES_PLAIN[k[0]]) <= 3}
+                (label3, factor3), value3 = min(within3.items(), key=lambda kv: kv[1])
+                best.append([name, f"{scale}/(d var)", m, results[("uniform", 1)], results[("rpcholesky", 4)],
+                             f"{label}, l={factor}m", value, f"{label3}, l={factor3}m", value3,
+                             "yes" if value3 <= 1.2 else "NO"])
+    return rows, best
+
+
+PASSES_PLAIN = {"uniform": 1, "kmeans": 5, "kmeans, n_iter=1": 2, "leverage": 2, "rpcholesky": 1}
+
+
+# -- 5. passes at m = 1024 ----------------------------------------------------------
+def passes_table(n_rows, chunk, m=1024):
+    X = np.random.default_rng(1).random((n_rows, 8))
+    base = da.from_array(X, chunks=(chunk, -1))
+    lazy = base.map_blocks(counted_block, dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
+    n_blocks = lazy.numblocks[0]
+    rows = []
+    for label, method, params in VARIANTS:
+        for factor in (1, 2, 4):
+            CALLS.clear()
+            start = time.perf_counter()
+            with dask.config.set(scheduler="threads", num_workers=2):
+                est = Nystroem(n_components=m, n_landmarks=factor * m, landmarks=method, landmark_params=params,
+                               random_state=0).fit(lazy)
+            seconds = time.perf_counter() - start
+            reads = [CALLS[i] for i in range(n_blocks)]
+            rows.append([label, f"{factor * m}", est.landmark_passes_, f"{min(reads)}-{max(reads)}",
+                         f"{sum(reads)}/{n_blocks}", seconds])
+    return rows
+
+
+# -- 6. what rank restriction costs ---------------------------------------------------
+def cost_table(n_rows, chunk, m, factor, repeats):
+    X = np.random.default_rng(0).random((n_rows, 32), dtype=np.float32)
+    Xd = da.from_array(X, chunks=(chunk, -1))
+    wide = factor * m
+    rows = []
+    for method in ("uniform", "rpcholesky"):
+        for label, n_components, n_landmarks in ((f"plain Nystroem({m})", m, None),
+                                                 (f"plain Nystroem({wide})", wide, None),
+                                                 (f"restricted Nystroem({m}, l={wide})", m, wide)):
+            fitted = []
+
+            def fit():
+                with threadpool_limits(1, user_api="blas"), dask.config.set(scheduler="threads", num_workers=2):
+                    fitted[:] = [Nystroem(n_components=n_components, n_landmarks=n_landmarks, landmarks=method,
+                                          random_state=0).fit(Xd)]
+
+            fit_s = median_seconds(fit, repeats)
+            est = fitted[0]
+
+            def transform():
+                with threadpool_limits(1, user_api="blas"):
+                    consume(est.transform(Xd), scheduler="threads", num_workers=2)
+
+            transform_s = median_seconds(transform, repeats)
+            rows.append([method, label, est._n_features_out, fit_s, est.landmark_passes_, transform_s,
+                         transform_s / n_rows * 1e6])
+    return rows
+
+
+# -- 7. RPCholesky's subsample size ---------------------------------------------------
+def sample_table(n_rows, sizes, seeds, n_eval=3000):
+    rows = []
+    for label, uneven in (("blobs, uneven density", True), ("blobs, random widths", False)):
+        X = blobs(n_rows, uneven=uneven)
+        E = X[np.random.default_rng(9).choice(len(X), n_eval, replace=False)]  # rows to measure the error on
+        K = rbf_kernel(E, gamma=0.1)
+        for m in sizes:
+            wide = 4 * m
+            errors = {}
+            for sample in sorted({s for s in (2 * wide, 4 * wide, 8 * wide, 16 * wide) if s < n_rows} | {n_rows}):
+                values = []
+                for s in seeds:
+                    est = Nystroem(gamma=0.1, n_components=m, n_landmarks=wide, landmarks="rpcholesky",
+                                   landmark_params={"sample_size": sample}, random_state=s).fit(X)
+                    Z = est.transform(E)
+                    values.append(np.linalg.norm(K - Z @ Z.T) / np.linalg.norm(K))
+                errors[sample] = float(np.mean(values))
+            for sample, error in errors.items():
+                rows.append([label, m, wide, sample, f"{sample / wide:.0f} l" if sample < n_rows else "all rows",
+                             f"{error:.5f}", error / errors[n_rows]])
+    return rows
 
 
 # -- 2. fit ----------------------------------------------------------------------
@@ -168,7 +328,11 @@ def main():
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--chunk", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sections", default="error,fit,transform,quality,passes,cost,sample",
+                        help="comma-separated: error (1), fit (2), transform (3), quality (4), passes (5), "
+                             "cost (6), sample (7)")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
     sizes, seeds, fit_sizes, n_transform = [64, 256, 1024], [0, 1, 2], [256, 1024], 1024
     if args.quick:
         args.rows, args.chunk, args.repeats = 200_000, 20_000, 1
@@ -176,28 +340,69 @@ def main():
     print(f"dkapprox {dkapprox.__version__}, dask {dask.__version__}, {os.cpu_count()} cores; "
           f"X: ({args.rows:,}, 32) float32 in {args.chunk:,}-row chunks; median of {args.repeats}")
 
-    rows, ratios = error_table(sizes, seeds)
-    print_table(f"1. relative Frobenius error of the rbf kernel on held-out rows (mean of {len(seeds)} seeds)",
-                ["data set", "n_components", "landmarks", "error", "min-max", "x uniform"], rows)
+    ratios, timings, best = {}, None, None
+    if "error" in sections:
+        rows, ratios = error_table(sizes, seeds)
+        print_table(f"1. relative Frobenius error of the rbf kernel on held-out rows (mean of {len(seeds)} seeds)",
+                    ["data set", "n_components", "landmarks", "error", "min-max", "x uniform"], rows)
 
     X = np.random.default_rng(0).random((args.rows, 32), dtype=np.float32)
-    print_table(f"2. fit on a ({args.rows:,}, 32) float32 dask array, {args.chunk:,}-row chunks "
-                "(threaded, 2 threads x 1 BLAS thread)",
-                ["method", "n_components", "seconds", "passes", "reads per block", "block reads"],
-                fit_table(X, args.chunk, fit_sizes, args.repeats))
+    if "fit" in sections:
+        print_table(f"2. fit on a ({args.rows:,}, 32) float32 dask array, {args.chunk:,}-row chunks "
+                    "(threaded, 2 threads x 1 BLAS thread)",
+                    ["method", "n_components", "seconds", "passes", "reads per block", "block reads"],
+                    fit_table(X, args.chunk, fit_sizes, args.repeats))
 
-    rows, timings = transform_table(X, args.chunk, n_transform, args.repeats)
-    print_table(f"3. transform, Nystroem(n_components={n_transform}), rbf, float32",
-                ["method", "seconds", "rows/s", "x 2-core limit", "x scikit-learn"], rows)
+    if "transform" in sections:
+        rows, timings = transform_table(X, args.chunk, n_transform, args.repeats)
+        print_table(f"3. transform, Nystroem(n_components={n_transform}), rbf, float32",
+                    ["method", "seconds", "rows/s", "x 2-core limit", "x scikit-learn"], rows)
 
-    key = ("blobs, uneven density", 256)
+    if "quality" in sections:
+        rows, best = quality_table(seeds)
+        print_table(f"4. ||K - Z Z^T|| / best rank-m error on the fitted rows, Frobenius / trace norm, rbf, "
+                    f"mean of {len(seeds)} seeds (1 is the optimum); columns: n_landmarks l",
+                    ["data set", "gamma", "m", "landmarks", *[f"l = {f}m" if f > 1 else "plain (l = m)"
+                                                              for f in FACTORS]], rows)
+        print_table("4b. Frobenius ratio to the optimum: plain uniform, rpcholesky at l = 4m, the best option "
+                    "with l <= 4m, and the best with l <= 4m in at most 3 passes over a dask input",
+                    ["data set", "gamma", "m", "plain uniform", "rpcholesky l=4m", "best", "ratio",
+                     "best in <= 3 passes", "ratio", "<= 1.2"], best)
+
+    if "passes" in sections:
+        n_pass_rows = 20_000 if args.quick else 40_000
+        print_table(f"5. passes over a ({n_pass_rows:,}, 8) float64 dask array in 4,000-row blocks, "
+                    "n_components=1024 (threaded, 2 threads)",
+                    ["landmarks", "n_landmarks", "passes", "reads per block", "block reads", "fit seconds"],
+                    passes_table(n_pass_rows, 4_000))
+
+    if "cost" in sections:
+        n_cost, m_cost = (100_000, 128) if args.quick else (400_000, 256)
+        print_table(f"6. what rank restriction costs: ({n_cost:,}, 32) float32 dask array in 20,000-row blocks, "
+                    f"rbf, threaded (2 threads x 1 BLAS thread), median of {args.repeats}",
+                    ["landmarks", "estimator", "features", "fit s", "passes", "transform s", "us/row"],
+                    cost_table(n_cost, 20_000, m_cost, 4, args.repeats))
+
+    if "sample" in sections:
+        n_sample = 20_000 if args.quick else 40_000
+        print_table(f"7. RPCholesky on a subsample of s of {n_sample:,} rows, n_landmarks l = 4m, rank m: relative "
+                    f"Frobenius error on 3,000 of the rows, mean of {len(seeds)} seeds",
+                    ["data set", "m", "l", "s", "s", "error", "x all rows"],
+                    sample_table(n_sample, [64] if args.quick else [64, 256], seeds))
+
     print("\ntargets:")
+    key = ("blobs, uneven density", 256)
     if key in ratios:
         print(f"  blobs of uneven density, n_components=256: best of kmeans/leverage = "
               f"{ratios[key]:.2f} x uniform's error (target <= 0.7)")
-    limit_s = timings["2-core limit (serial x 2)"]
-    print(f"  transform on LocalCluster(2x1): {limit_s / timings['dkapprox, LocalCluster(2x1)']:.2f} "
-          f"of the 2-core limit (target >= 0.85)")
+    if timings is not None:
+        limit_s = timings["2-core limit (serial x 2)"]
+        print(f"  transform on LocalCluster(2x1): {limit_s / timings['dkapprox, LocalCluster(2x1)']:.2f} "
+              f"of the 2-core limit (target >= 0.85)")
+    if best is not None:
+        worst = max(row[8] for row in best)
+        print(f"  quality: the best option within 3 passes is at most {worst:.3f} x the optimal rank-m error "
+              f"(Frobenius) over every case (target <= 1.2)")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,17 @@
 
 :class:`Nystroem` is scikit-learn's estimator on the blockwise engine, with a
 ``landmarks`` parameter: uniform (scikit-learn's draw), k-means centroids,
-ridge leverage score sampling, or the user's array. The pieces are small:
+ridge leverage score sampling, randomly pivoted Cholesky, or the user's
+array; and an ``n_landmarks`` parameter: more landmarks than features, of
+which the best rank-``n_components`` part is kept. The pieces are small:
 
 * :mod:`.kernels`: scikit-learn's pairwise kernels with frozen parameters,
   their diagonals, and the transform block function;
 * :mod:`.landmarks`: the selectors, each choosing by global row index;
+* :mod:`.rpcholesky`: randomly pivoted Cholesky (accelerated) on rows in memory;
 * :mod:`.normalization`: the landmark kernel's inverse square root;
-* :mod:`.rows`: how a selector reads in-memory or dask rows.
+* :mod:`.restriction`: the pass that sums ``Z^T Z`` and the rank-restricted normalization;
+* :mod:`._rows`: how a selector reads in-memory or dask rows.
 """
 
 from .estimator import Nystroem

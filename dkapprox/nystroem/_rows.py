@@ -31,7 +31,7 @@ class InMemoryRows:
         self.passes += 1
         return self.X[indices]
 
-    def reduce(self, chunk_fn, combine_fn, state):
+    def reduce(self, chunk_fn, combine_fn, state, *, running=False):
         self.passes += 1
         return combine_fn([chunk_fn(0, state, self.X)])
 
@@ -75,10 +75,12 @@ class DaskRows:
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
 
-    def reduce(self, chunk_fn, combine_fn, state):
+    def reduce(self, chunk_fn, combine_fn, state, *, running=False):
+        """One pass: ``combine_fn`` over ``chunk_fn(row_start, state, block)``; ``running``: a running
+        total (one total and one group of partials held at a time, for large partials) instead of a tree."""
         if self._sizes is None:  # every block must know its global row offset
             self._sizes = self.sizes
-        lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state)
+        lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state, running=running)
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
 

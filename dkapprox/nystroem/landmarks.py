@@ -23,8 +23,15 @@ KMeans      1 + n_iter (default 4)   gather a uniform subsample for k-means++;
 Leverage    2                        gather a uniform pilot; then score every
                                      row, sample and carry the chosen rows in
                                      one tree reduction
+RPCholesky  1                        gather a uniform subsample; randomly
+                                     pivoted Cholesky runs on it in memory
 Given       0                        the user's array
 =========== ======================== =========================================
+
+Rank restriction (``Nystroem(n_landmarks=l)`` with ``l > n_components``) adds one
+pass to any of them: the sum of ``Z^T Z`` over every row (:mod:`.restriction`).
+So ``landmarks='rpcholesky'`` with rank restriction reads the data twice,
+whatever ``n_components``.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from .._random import GOLDEN, splitmix64
 from ._device_kernels import device_between, device_diagonal
 from .kernels import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
 from .normalization import symmetric_eig
+from .rpcholesky import rpcholesky
 
 #: Up to this many rows, uniform landmarks are ``random_state.permutation(n)[:m]``,
 #: scikit-learn's own draw (80 MB of int64 at this size); above it an
@@ -328,6 +336,59 @@ class Leverage:
         return LeverageState(kernel, pilot, whitening, ridge, floor, key, n_components)
 
 
+# -- randomly pivoted Cholesky -------------------------------------------------
+#: RPCholesky's default subsample: at least this many rows ...
+RPCHOLESKY_MIN_SAMPLE = 10_000
+#: ... and at least this many times the number of landmarks (see :class:`RPCholesky` for why).
+RPCHOLESKY_SAMPLE_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class RPCholesky:
+    """Randomly pivoted Cholesky (accelerated, :mod:`.rpcholesky`) on a uniform subsample: one pass.
+
+    The pass gathers ``sample_size`` uniform rows (by global row index, as
+    'kmeans' gathers its k-means++ sample); RPCholesky then chooses the
+    landmarks among them in memory, each pivot with probability proportional
+    to its residual kernel diagonal, every draw from ``random_state``. The
+    landmarks are rows of X, and no choice depends on the chunking: the
+    subsample is a function of the seed and the global row indices, and the
+    pivots of the seed and the subsample.
+
+    ``sample_size`` defaults to ``max(10_000, 8 * l)`` rows for ``l``
+    landmarks (all the rows when there are fewer). Why 8 l: the subsample
+    must show RPCholesky the parts of the data that the landmarks have to
+    cover, and it costs memory and time on the driver: RPCholesky holds a
+    ``sample_size x l`` float64 factor (64 l^2 bytes: 67 MB at l = 1024,
+    1.1 GB at l = 4096) and does ``O(sample_size l^2)`` work. Measured
+    (benchmarks/bench_nystroem.py, section 7; 40,000 rows, rank m restricted
+    from l = 4 m landmarks, error as a ratio to RPCholesky on all 40,000
+    rows, mean of 3 seeds): on clusters of uneven density, where a small
+    subsample misses the small dense clusters, s = 2 l gave 1.19 (m = 64)
+    and 1.39 (m = 256), 4 l 1.06 and 1.18, 8 l 1.02 and 1.05, 16 l 1.00 and
+    1.00; on clusters of random widths every s from 2 l was within 4%.
+    16 l would buy the last 5% at twice the memory and time (2.1 GB at
+    l = 4096); pass ``sample_size`` for it, or a smaller one where ``l`` is
+    large (the factor at l = 16_384 and 8 l is 17 GB).
+    """
+
+    sample_size: int | None = None
+
+    def __post_init__(self):
+        _check_options(self, sample_size=1)
+
+    def sample_rows(self, n_rows, n_landmarks):
+        """Rows in the subsample: ``sample_size`` (or its default), never fewer than the landmarks."""
+        size = self.sample_size or max(RPCHOLESKY_MIN_SAMPLE, RPCHOLESKY_SAMPLE_FACTOR * n_landmarks)
+        return min(n_rows, max(size, n_landmarks))
+
+    def select(self, rows, n_components, kernel, random_state):
+        sample_indices = uniform_indices(rows.n_rows, self.sample_rows(rows.n_rows, n_components), random_state)
+        sample = rows.take(sample_indices)
+        pivots = rpcholesky(sample, n_components, kernel, random_state)
+        return Landmarks(sample[pivots], sample_indices[pivots].astype(np.int64))
+
+
 @dataclass(frozen=True, eq=False)
 class Given:
     """The user's landmarks; ``indices`` are -1 (no training row)."""
@@ -338,7 +399,7 @@ class Given:
         return Landmarks(self.components, np.full(self.components.shape[0], -1, dtype=np.int64))
 
 
-SELECTORS = {"uniform": Uniform, "kmeans": KMeans, "leverage": Leverage}
+SELECTORS = {"uniform": Uniform, "kmeans": KMeans, "leverage": Leverage, "rpcholesky": RPCholesky}
 
 
 def make_selector(method, params):

@@ -15,7 +15,7 @@ from dkapprox.nystroem import Nystroem
 from dkapprox.nystroem.kernels import Kernel
 from dkapprox.nystroem.landmarks import Leverage, leverage_scores, row_uniforms, uniform_indices
 
-METHODS = ["uniform", "kmeans", "leverage"]
+METHODS = ["uniform", "kmeans", "leverage", "rpcholesky"]
 CHUNKS = [(97, -1), (1, -1), (300, -1), (64, 2)]
 
 
@@ -51,7 +51,7 @@ def test_fit_with_unknown_chunk_sizes_costs_one_more_pass(method):
     known, counted = fit(lazy, method), fit(unknown, method)
     assert_same_fit(counted, fit(X, method), rtol=1e-12)
     assert counted.landmark_passes_ == known.landmark_passes_ + 1
-    assert known.landmark_passes_ == {"uniform": 1, "kmeans": 5, "leverage": 2}[method]
+    assert known.landmark_passes_ == {"uniform": 1, "kmeans": 5, "leverage": 2, "rpcholesky": 1}[method]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -68,7 +68,7 @@ def test_transform_is_chunk_invariant(method, dtype):
         assert_chunking_promise(est, X, got, expected, what=f"{method} {chunks}")
 
 
-@pytest.mark.parametrize("method", ["uniform", "leverage"])
+@pytest.mark.parametrize("method", ["uniform", "leverage", "rpcholesky"])
 def test_uniform_and_leverage_landmarks_are_distinct_rows(method):
     X = data(n=400)
     for est in (fit(X, method, n_components=60), fit(da.from_array(X, chunks=33), method, n_components=60)):

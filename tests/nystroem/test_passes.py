@@ -21,7 +21,7 @@ CALLS = Counter()
 LOCK = threading.Lock()
 
 #: The documented passes per landmark method (Nystroem's docstring); +1 for unknown chunk sizes.
-PASSES = {"uniform": 1, "kmeans": 5, "leverage": 2}
+PASSES = {"uniform": 1, "kmeans": 5, "leverage": 2, "rpcholesky": 1}
 
 
 def counted_block(block, block_info=None):
@@ -77,3 +77,31 @@ def test_transform_computes_each_block_once_and_nothing_before_compute():
         out = Z.compute()
     assert len(CALLS) == N_BLOCKS and set(CALLS.values()) == {1}
     assert_chunking_promise(est, X, out)
+
+
+@pytest.mark.parametrize("method", sorted(PASSES))
+def test_rank_restriction_costs_exactly_one_more_pass(method):
+    X, lazy = counting_array()
+    CALLS.clear()
+    params = dict(n_components=10, n_landmarks=30, landmarks=method, random_state=0)
+    with dask.config.set(scheduler="threads"):
+        est = Nystroem(**params).fit(lazy)
+    assert est.landmark_passes_ == PASSES[method] + 1
+    assert len(CALLS) == N_BLOCKS  # the sum of Z^T Z reads every block, once
+    assert PASSES[method] <= min(CALLS.values()) <= max(CALLS.values()) <= PASSES[method] + 1
+    in_memory = Nystroem(**params).fit(X)
+    assert in_memory.landmark_passes_ == est.landmark_passes_
+    np.testing.assert_array_equal(est.component_indices_, in_memory.component_indices_)
+
+
+def test_rpcholesky_reads_the_data_at_most_three_times_at_m_1024():
+    """The issue's bound (at most 3 passes for m <= 4096): RPCholesky's passes do not grow with m."""
+    X = np.random.default_rng(0).random((4000, 4))
+    base = da.from_array(X, chunks=(400, -1))  # blocks of 400 rows: each adds an l x l sum
+    lazy = base.map_blocks(counted_block, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype))
+    CALLS.clear()
+    with dask.config.set(scheduler="threads"):
+        est = Nystroem(n_components=1024, n_landmarks=1280, landmarks="rpcholesky", random_state=0).fit(lazy)
+    assert est.landmark_passes_ == 2
+    assert len(CALLS) == 10 and set(CALLS.values()) == {2}
+    assert est.normalization_.shape == (1024, 1280)
