@@ -1,19 +1,24 @@
-"""BLAS threads inside dask tasks: the cores shared among the tasks that run at once in this process.
+"""BLAS threads inside dask tasks: one each, as on a cluster, whatever the scheduler.
 
 A dask worker *process* of a cluster runs BLAS on one thread: distributed's nanny starts it with
 ``OMP_NUM_THREADS=1`` and its kin, and dkapprox's clusters give each worker one thread. dask's
 default scheduler in a notebook (threads, no ``Client``) and ``LocalCluster(processes=False)``
-run several tasks in one process instead, and each task's product asks NumPy's OpenBLAS for a
+run several tasks in one process instead, and each task's product asked NumPy's OpenBLAS for a
 thread per core: two tasks on two cores ran four BLAS threads, and RBFSampler and Nystroem ran
 at scikit-learn's speed instead of the cluster's (issue 30; benchmarks/bench_schedulers.py).
 
-So every block task runs inside :func:`task_threads`. While ``k > 1`` of them run at once in this
-process, each BLAS library of the process is limited to ``max(1, cores // k)`` threads, and never
-raised above what it had; when at most one runs, the libraries have their own settings again,
-so the synchronous scheduler (one task at a time) keeps every core for its products. The
-limits are process-wide (BLAS has no per-thread setting), so they are reference-counted: the
-first task that needs them saves the user's settings, the last one out restores them. A user's
-own setting is never changed outside a compute, and a lower one is never raised.
+So every block task runs inside :func:`task_threads`, which gives the process's BLAS libraries
+one thread while any block task runs, and the user's own settings back when none does. One, and
+not ``cores // (tasks running now)``: a count that followed the tasks running at the moment made
+the same block's bits depend on what ran beside it (OpenBLAS rounds a product differently on one
+thread and on two), and promise 1 of docs/precision.md is that a block computed again gives the
+same bits. One thread is what a cluster's workers use, so every dask path now gives a cluster's
+bits (NumPy on the same block under ``threadpool_limits(1)``). The synchronous scheduler, one
+task at a time, gives up its BLAS threads for that.
+
+The limit is process-wide (BLAS has no per-thread setting), so it is reference-counted: the first
+task in saves the user's settings, the last one out restores them. A user's own setting is never
+changed outside a compute. dask config ``dkapprox.share-blas-threads: false`` turns it off.
 
 This module is part of the engine: it imports nothing of dkapprox.
 
@@ -32,12 +37,6 @@ _lock = threading.Lock()
 _state = {"active": 0, "limit": None, "saved": None, "libraries": None}
 
 
-def _cores() -> int:
-    from dask.system import CPU_COUNT  # the cores this process may use (affinity, cgroup quota)
-
-    return max(1, int(CPU_COUNT))
-
-
 def _libraries():
     """The BLAS libraries loaded in this process (threadpoolctl), found once."""
     if _state["libraries"] is None:
@@ -48,13 +47,12 @@ def _libraries():
 
 
 def _adjust():
-    """Set the limit for the number of tasks active now (called with the lock held)."""
-    active = _state["active"]
-    want = max(1, _cores() // active) if active > 1 else None
+    """One BLAS thread while any block task runs, the user's settings when none does (lock held)."""
+    want = 1 if _state["active"] > 0 else None
     if want == _state["limit"]:
         return
     libraries = _libraries()
-    if want is None:  # at most one task: the libraries' own settings again
+    if want is None:  # no block task: the libraries' own settings again
         for lib in libraries:
             _set(lib, _state["saved"][lib.filepath])
         _state["saved"] = _state["limit"] = None
@@ -103,7 +101,7 @@ def _openblas_local(lib):
 
 @contextmanager
 def task_threads():
-    """Run a block task with BLAS threads shared among the tasks that run at once (see the module).
+    """Run a block task on one BLAS thread, the user's settings restored after the last (see the module).
 
     dask config ``dkapprox.share-blas-threads: false`` turns the sharing off (the benchmark's
     "before"; or for a BLAS whose own threads you manage).
@@ -125,5 +123,5 @@ def task_threads():
 
 
 def limit():
-    """The BLAS threads each running block task has now, or None: the libraries' own settings."""
+    """The BLAS threads the running block tasks have (1), or None: the libraries' own settings."""
     return _state["limit"]

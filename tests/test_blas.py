@@ -1,11 +1,12 @@
-"""BLAS threads inside block tasks (dkapprox._blas, issue 30): shared out under dask's threaded
-scheduler, untouched by the synchronous one, and the user's own setting back after every compute."""
+"""BLAS threads inside block tasks (dkapprox._blas, issue 30): one each under every scheduler, as on a
+cluster (so a block's bits never depend on what runs beside it), and the user's own setting back after
+every compute, whichever thread ran the last task."""
 
 import threading
 
 import dask
 import dask.array as da
-from dask.system import CPU_COUNT
+import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from dkapprox import _blas, _graph
@@ -34,23 +35,44 @@ def graph(block_fn, n_blocks=4):
     return _graph.map_rows(X, block_fn, {"unused": 0}, n_out=1, dtype=X.dtype, name="blas-test")
 
 
-def test_two_tasks_at_once_share_the_cores_and_the_users_setting_comes_back():
+def test_two_tasks_at_once_run_on_one_blas_thread_each_and_the_users_setting_comes_back():
     seen = []
     with threadpool_limits(limits=3, user_api="blas"):  # the user's own setting, above cores // 2 on 2 cores
         user = blas_threads()
         graph(recorder(seen, threading.Barrier(2))).compute(scheduler="threads", num_workers=2)
         after = blas_threads()
     assert user == [3]
-    assert seen == [[min(3, max(1, CPU_COUNT // 2))]] * 4
+    assert seen == [[1]] * 4
     assert after == user and _blas.limit() is None  # restored, whichever thread ran the last task
 
 
-def test_one_task_at_a_time_keeps_the_users_setting():
+def test_one_task_at_a_time_runs_on_one_thread_too_so_a_blocks_bits_never_depend_on_the_scheduler():
     seen = []
     with threadpool_limits(limits=3, user_api="blas"):
         graph(recorder(seen)).compute(scheduler="sync")
         assert blas_threads() == [3]
-    assert seen == [[3]] * 4
+    assert seen == [[1]] * 4
+
+
+def test_the_same_block_gives_the_same_bits_alone_or_beside_another():
+    """A product large enough for OpenBLAS to use its threads: computed alone (sync) and two at a
+    time (threads), the bits agree, and equal NumPy's on the block under one BLAS thread."""
+    rng = np.random.default_rng(0)  # 600 terms a product: OpenBLAS on two threads rounded 74% of it otherwise
+    W = rng.standard_normal((600, 600)).astype(np.float32)
+    X = rng.standard_normal((4_000, 600)).astype(np.float32)
+    Xd = da.from_array(X, chunks=(1_000, 600))
+
+    def product(block, state):
+        return block @ state
+
+    lazy = _graph.map_rows(Xd, product, W, n_out=600, dtype=np.float32, name="bits-test")
+    with threadpool_limits(limits=2, user_api="blas"):
+        alone = lazy.compute(scheduler="sync")
+        beside = lazy.compute(scheduler="threads", num_workers=2)
+    with threadpool_limits(limits=1, user_api="blas"):
+        numpy = np.concatenate([X[i:i + 1_000] @ W for i in range(0, 4_000, 1_000)])
+    np.testing.assert_array_equal(alone, beside)
+    np.testing.assert_array_equal(alone, numpy)
 
 
 def test_a_lower_setting_of_the_user_is_never_raised():
@@ -75,4 +97,4 @@ def test_pass_functions_run_under_the_same_sharing():
         total = _graph.tree_reduce(da.ones((80, 2), chunks=(40, 2)), chunk, sum)
         assert dask.compute(total, scheduler="threads", num_workers=2)[0] == 160
         assert blas_threads() == [3]
-    assert seen == [[min(3, max(1, CPU_COUNT // 2))]] * 2
+    assert seen == [[1]] * 2
