@@ -270,9 +270,10 @@ def sklearn_twin(est):
     """scikit-learn's estimator of the same name and parameters (None where there is none)."""
     name = type(est).__name__
     if name == "Nystroem":
-        if not (isinstance(est.landmarks, str) and est.landmarks == "uniform"):
-            return None  # k-means and leverage landmarks are dkapprox's own
-        params = {k: v for k, v in est.get_params().items() if k not in ("landmarks", "landmark_params")}
+        if not (isinstance(est.landmarks, str) and est.landmarks == "uniform") or est.n_landmarks is not None:
+            return None  # k-means, leverage and rpcholesky landmarks and the rank restriction are dkapprox's own
+        params = {k: v for k, v in est.get_params().items()
+                  if k not in ("landmarks", "landmark_params", "n_landmarks")}
         return sk_kernel_approximation.Nystroem(**params)
     cls = getattr(sk_kernel_approximation, name, None) or getattr(sk_random_projection, name, None)
     return None if cls is None else cls(**est.get_params())
