@@ -158,17 +158,72 @@ def open_input(path, component, block_rows=None, storage_options=None):
     return X
 
 
-def parse_columns(text):
-    """``--columns a,b,c`` as a tuple of names (None: not given)."""
+def parse_columns(text, option="--columns"):
+    """``--columns a,b,c`` (or ``option``'s) as a tuple of names (None: not given)."""
     if text is None:
         return None
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
-        raise click.BadParameter(f"expected column names separated by commas, got {text!r}", param_hint="--columns")
+        raise click.BadParameter(f"expected column names separated by commas, got {text!r}", param_hint=option)
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
-        raise click.BadParameter(f"column {duplicated[0]!r} is named twice", param_hint="--columns")
+        raise click.BadParameter(f"column {duplicated[0]!r} is named twice", param_hint=option)
     return names
+
+
+def is_parquet_out(path) -> bool:
+    """True if --out names a Parquet dataset to write: its name ends in .parquet, .parq or .pq."""
+    from .io._parquet import PARQUET_SUFFIXES
+
+    return str(path).rstrip("/").rsplit("/", 1)[-1].lower().endswith(PARQUET_SUFFIXES)
+
+
+def check_parquet_out(input_path, out, keep, sources, refresh, compression):
+    """Usage errors (exit 2) of a Parquet --out and of --keep-columns, before any fit or compute.
+
+    --keep-columns needs Parquet input and Parquet output, and names columns the input has; a
+    Parquet output is read from a Parquet input and is never refreshed (--overwrite starts over).
+    """
+    parquet_out = is_parquet_out(out)
+    if keep is not None and not parquet_out:
+        raise click.BadParameter(f"{shown(out)} is no Parquet dataset: kept columns go to a Parquet output "
+                                 "(an --out ending in .parquet, .parq or .pq)", param_hint="--keep-columns")
+    if not parquet_out:
+        return
+    if not sources:
+        what = "--keep-columns needs" if keep is not None else "a Parquet --out is written from"
+        raise click.UsageError(f"{what} a Parquet INPUT; {shown(input_path)} is a Zarr store "
+                               "(write its features to a .zarr --out)")
+    if refresh:
+        raise click.UsageError("--refresh: a Parquet --out is not refreshed; pass --overwrite to start over")
+    (dataset,) = sources
+    if keep:
+        absent = [c for c in keep if c not in dataset.column_names]
+        if absent:
+            raise click.BadParameter(f"{shown(input_path)}: no column {', '.join(map(repr, absent))} in the dataset "
+                                     f"(its columns: {', '.join(dataset.column_names)})", param_hint="--keep-columns")
+
+
+def feature_names(est, keep):
+    """The feature columns' names (get_feature_names_out); a kept column of the same name is a usage error."""
+    names = [str(n) for n in est.get_feature_names_out()]
+    clash = sorted(set(names) & set(keep or ()))
+    if clash:
+        raise click.BadParameter(f"column {clash[0]!r} is also a feature's name", param_hint="--keep-columns")
+    return names
+
+
+def write_parquet(client, features, out, *, dataset, names, keep, plan, overwrite, progress, compression=None,
+                  wait=False, storage_options=None):
+    """Features (and kept columns) to a Parquet dataset, one part a block, resumable; the report, or None if
+    already done (:mod:`dkapprox.io._parquet_output`)."""
+    from .cluster import run
+    from .io._parquet_output import write_parquet_features
+
+    plan = {**plan, "output": {"format": "parquet", "keep_columns": list(keep or ())}}
+    return write_parquet_features(features, out, dataset, names=names, keep=tuple(keep or ()), plan=plan,
+                                  overwrite=overwrite, compression=compression, storage_options=storage_options,
+                                  wait=wait, run=lambda lazy: run(client, lazy, progress=progress))
 
 
 def open_data(path, component=None, block_rows=None, storage_options=None, columns=None):

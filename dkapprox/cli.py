@@ -6,7 +6,8 @@ retry from a fix:
 ====  ===========================================================================
 0     done
 1     internal error (a bug: rerun with --debug and report the traceback)
-2     usage: unknown option, method or estimator parameter; --columns names a column the Parquet dataset lacks
+2     usage: unknown option, method or estimator parameter; --columns or --keep-columns names a column the
+      Parquet dataset lacks; --keep-columns without a Parquet INPUT and a Parquet --out (.parquet)
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model; a Parquet column
       that is not numeric, holds nulls (found when its file is read), or changes type between files
 66    input missing: no store, array, model or Parquet data file at the path
@@ -52,7 +53,10 @@ from . import errors
 from ._jobs import (
     DEFAULT_RANDOM_STATE,
     METHODS,
+    check_parquet_out,
     describe_model,
+    feature_names,
+    is_parquet_out,
     make_estimator,
     on_device,
     one_line,
@@ -68,6 +72,7 @@ from ._jobs import (
     storable,
     summary,
     write,
+    write_parquet,
 )
 from ._sklearn_compat import InvalidParameterError
 from ._version import __version__
@@ -249,6 +254,14 @@ def columns_option(fn):
                              "files taken in path order; see docs/jobs.rst, 'Parquet input'.")(fn)
 
 
+def keep_columns_option(fn):
+    return click.option("--keep-columns", metavar="A,B",
+                        help="Pass these columns of the Parquet INPUT (keys: an id, a timestamp; any type) through "
+                             "to the Parquet --out beside the features, row for row, for the ETL to join back. "
+                             "Needs a Parquet INPUT and an --out ending in .parquet; see docs/jobs.rst, "
+                             "'Parquet output'.")(fn)
+
+
 def method_options(fn):
     fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
                       help="Any other parameter of the estimator (repeatable), e.g. --param degree=3, or "
@@ -359,13 +372,16 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
 @dkapprox.command()
 @click.argument("input_path", metavar="INPUT")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Model written by `dkapprox fit`.")
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
+@click.option("--out", "out_path", required=True, type=click.Path(),
+              help="Output Zarr store, or a Parquet dataset (a folder of one part a block) if its name ends in "
+                   ".parquet, .parq or .pq.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
 @columns_option
+@keep_columns_option
 @write_options
 @storage_options
 @cluster_options
-def transform(input_path, model_path, out_path, component, overwrite, columns, block_rows, compression,
+def transform(input_path, model_path, out_path, component, overwrite, columns, keep_columns, block_rows, compression,
               storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
               wait_timeout, refresh, device):
     """Featurize INPUT (a Zarr array, or a Parquet dataset's --columns) with a saved model into --out
@@ -375,14 +391,25 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, b
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
+    keep = parse_columns(keep_columns, "--keep-columns")
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
     refuse_host_only(model, device)
     X, sources = open_data(input_path, component, block_rows, storage_options=options,
                            columns=parse_columns(columns))
+    check_parquet_out(input_path, out_path, keep, sources, refresh, compression)
     blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here
     features = storable(back(model.transform(blocks)))  # lazy: a wrong width fails here, before a cluster starts
     plan = plan_of("transform", input_path, component, X, model, device, sources)
+    if is_parquet_out(out_path):
+        names = feature_names(model, keep)
+        with _client(cluster_config, scheduler, start_timeout) as client:
+            report = write_parquet(client, features, out_path, dataset=sources[0], names=names, keep=keep,
+                                   plan=plan, overwrite=overwrite, progress=_progress(progress), wait=wait,
+                                   compression=None if compression == "none" else compression,
+                                   storage_options=options)
+        click.echo(summary(report, X.shape[0], out_path))
+        return
     with _client(cluster_config, scheduler, start_timeout) as client:
         report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
                         wait=wait, refresh=refresh, progress=_progress(progress),
@@ -393,16 +420,19 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, b
 @dkapprox.command()
 @click.argument("input_path", metavar="INPUT")
 @method_options
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Output Zarr store.")
+@click.option("--out", "out_path", required=True, type=click.Path(),
+              help="Output Zarr store, or a Parquet dataset (a folder of one part a block) if its name ends in "
+                   ".parquet, .parq or .pq.")
 @click.option("--save-model", type=click.Path(), help="Also save the fitted model here.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (and model).")
 @columns_option
+@keep_columns_option
 @write_options
 @storage_options
 @cluster_options
 def featurize(input_path, method, n_components, gamma, random_state, params, out_path, save_model, component,
-              overwrite, columns, block_rows, compression, storage_option_items, cluster_config, scheduler, progress,
-              start_timeout, wait, wait_timeout, refresh, device):
+              overwrite, columns, keep_columns, block_rows, compression, storage_option_items, cluster_config,
+              scheduler, progress, start_timeout, wait, wait_timeout, refresh, device):
     """Fit on INPUT (a Zarr array, or a Parquet dataset's --columns) and featurize it into --out in one
     step (resumable: rerun to finish).
 
@@ -414,6 +444,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
     options = parse_storage_options(storage_option_items) or None
+    keep = parse_columns(keep_columns, "--keep-columns")
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
     refuse_host_only(est, device)
@@ -421,6 +452,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     refuse_missing_bucket(out_path, options)  # before the fit, not after it
     X, sources = open_data(input_path, component, block_rows, storage_options=options,
                            columns=parse_columns(columns))
+    check_parquet_out(input_path, out_path, keep, sources, refresh, compression)
     blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here, before the fit
     with _client(cluster_config, scheduler, start_timeout) as client:
         require_workers_see(input_path)
@@ -430,6 +462,13 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
         if save_model:
             models.save(est, save_model, overwrite=overwrite, storage_options=options)
         plan = plan_of("featurize", input_path, component, X, est, device, sources)
+        if is_parquet_out(out_path):
+            report = write_parquet(client, storable(back(est.transform(blocks))), out_path, dataset=sources[0],
+                                   names=feature_names(est, keep), keep=keep, plan=plan, overwrite=overwrite,
+                                   progress=_progress(progress), wait=wait, storage_options=options,
+                                   compression=None if compression == "none" else compression)
+            click.echo(summary(report, X.shape[0], out_path))
+            return
         report = write(client, storable(back(est.transform(blocks))), out_path, plan=plan, overwrite=overwrite,
                         storage_options=options, wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression, sources=sources)

@@ -86,6 +86,11 @@ class ParquetInput:
     _footers: dict = field(default_factory=dict, repr=False)
 
     @property
+    def column_names(self) -> tuple:
+        """Every column of the dataset (its first file's schema), not only the ones opened."""
+        return tuple(self._footers[(self.keys[0], self.sizes[0], self.stamps[0])].schema.names)
+
+    @property
     def shape(self) -> tuple:
         return (int(sum(self.rows)), len(self.columns))
 
