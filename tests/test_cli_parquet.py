@@ -254,11 +254,22 @@ def test_bad_parquet_input_gets_one_line_the_right_code_and_writes_nothing(base,
     ]:
         assert_one_line_error(in_process(capsys, *args, *c), code, *fragments)
     assert not never.exists() and not (base / "m").exists()
-    # nulls are found when their file is read, as NaN in a Zarr input is (exit 65 there too)
+    # nulls are found in the footers' statistics, before anything is read or written
     nulls = cli("featurize", bad["nulls"], "--columns", "a,b,c", *job, "--out", base / "nulls.zarr", *c)
-    assert_one_line_error(nulls, 65, "nulls.parquet/part.001.parquet: column 'b' holds 2 null or NaN values",
-                          "row 17")
+    assert_one_line_error(nulls, 65, "nulls.parquet/part.001.parquet: column 'b' holds 2 null values",
+                          "footer's statistics")
+    assert not (base / "nulls.zarr").exists()
     fit_nulls = cli("fit", bad["nulls"], "--columns", "a,b,c", "--method", "nystroem", "--n-components", 8,
-                    "--out", base / "m", *c)  # the fit's pass reads them: no model is saved
-    assert_one_line_error(fit_nulls, 65, "column 'b' holds 2 null or NaN values")
+                    "--out", base / "m", *c)
+    assert_one_line_error(fit_nulls, 65, "column 'b' holds 2 null values")
     assert not (base / "m").exists()
+    # a file written without statistics: its nulls are found when it is read, naming the row
+    import pyarrow.parquet as pq
+
+    no_stats = base / "nostats.parquet"
+    write_dataset(no_stats, [100, 100])
+    pq.write_table(pq.read_table(bad["nulls"] / "part.001.parquet"), no_stats / "part.001.parquet",
+                   write_statistics=False)
+    late = cli("featurize", no_stats, "--columns", "a,b,c", *job, "--out", base / "late.zarr", *c)
+    assert_one_line_error(late, 65, "nostats.parquet/part.001.parquet: column 'b' holds 2 null or NaN values",
+                          "row 17")

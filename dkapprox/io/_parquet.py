@@ -14,7 +14,9 @@ file's footer (row count and schema; read in threads, cached by the listing's
 entry, so a re-identification reads only the footers of files that changed).
 The checks then run before any compute: every column named must be in the
 schema, numeric (integer, float or boolean), and of the same type in every
-file. Nulls are found when a block is read (:func:`_refuse_nulls`).
+file. Nulls are found in the footers' row-group statistics before anything is read or written
+(:func:`_check_no_nulls`); where a writer left no statistics, and for NaN (a value, not a null),
+when a block is read.
 
 Blocks are files, not row groups: a file is what a writer rewrites and what the
 listing stamps, so a changed file names exactly the rows it feeds, and its row
@@ -65,6 +67,7 @@ def is_parquet(source, storage_options=None) -> bool:
 class _Footer:
     rows: int
     schema: object = field(repr=False)  # pyarrow.Schema
+    nulls: dict = field(default_factory=dict, repr=False)  # column: nulls its row groups' statistics count
 
 
 @dataclass(eq=False)
@@ -204,6 +207,7 @@ def _scan(loc, columns, *, cache, strict):
         _check_numeric(loc, entries[0][0], first, columns)
         for (key, _, _), footer in zip(entries[1:], footers[1:]):
             _check_same(loc, key, footer.schema, entries[0][0], first, columns)
+        _check_no_nulls(loc, entries, footers, columns)
     else:  # an identity: a file that differs in the columns' types shows as a changed type
         for footer in footers[1:]:
             for i, c in enumerate(columns):
@@ -275,13 +279,41 @@ def _read_footer(loc, key):
     try:
         with fs.open(path, "rb") as f:
             meta = pq.ParquetFile(f).metadata
-            return _Footer(int(meta.num_rows), meta.schema.to_arrow_schema())
+            return _Footer(int(meta.num_rows), meta.schema.to_arrow_schema(), _null_counts(meta))
     except FileNotFoundError as exc:
         raise InputMissingError(f"{where}: gone while the dataset was read ({exc})") from exc
     except (ConnectionError, TimeoutError) as exc:
         raise TemporaryFailure(f"{where}: reading its footer failed ({exc}); try again") from exc
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise InputDataError(f"{where}: not a readable Parquet file ({' '.join(str(exc).split())})") from exc
+
+
+def _null_counts(meta) -> dict:
+    """Nulls per top-level column, from the row groups' statistics; a column some row group has no
+    count for is left out (its nulls are found when its file is read)."""
+    counts, unknown = {}, set()
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for i in range(group.num_columns):
+            chunk = group.column(i)
+            name = chunk.path_in_schema
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count:
+                unknown.add(name)
+            else:
+                counts[name] = counts.get(name, 0) + int(stats.null_count)
+    return {name: n for name, n in counts.items() if name not in unknown}
+
+
+def _check_no_nulls(loc, entries, footers, columns):
+    """Nulls in a feature column, found in the footers before anything is read or written (exit 65)."""
+    for (key, _, _), footer in zip(entries, footers):
+        for column in columns:
+            n = footer.nulls.get(column, 0)
+            if n:
+                where = f"{loc}/{key}" if key else str(loc)
+                raise InputDataError(f"{where}: column {column!r} holds {n:,} null values (its footer's "
+                                     "statistics); features must be numbers: drop or fill them first")
 
 
 def _numeric(arrow_type) -> bool:
