@@ -161,14 +161,10 @@ def test_storage_options_parse_like_params_and_nest():
 def test_a_parquet_dataset_on_s3_is_read_identified_by_etag_and_refreshed(s3, tmp_path):
     """Jobs read Parquet (issue 30): the files of an s3:// dataset are the blocks, their ETags its identity."""
     import pandas as pd
+    from test_cli_parquet import write_s3_dataset
 
-    rng = np.random.default_rng(4)
     fs = s3fs.S3FileSystem(skip_instance_cache=True)
-    frames = [pd.DataFrame({"id": np.arange(i * 100, (i + 1) * 100), "a": rng.standard_normal(100),
-                            "b": rng.standard_normal(100)}) for i in range(3)]
-    for i, frame in enumerate(frames):
-        with fs.open(f"data/in.parquet/part.{i}.parquet", "wb") as f:
-            frame.to_parquet(f, index=False)
+    frames = write_s3_dataset(fs, 4)
     env = {**BASE_ENV, **s3.env()}
     (tmp_path / "threads.yaml").write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\n"
                                            "processes: false\ndashboard_address: null\n")

@@ -77,12 +77,28 @@ def values(folder, columns=FEATURES):
     return pd.concat([pd.read_parquet(p, columns=columns) for p in files]).to_numpy()
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    base = tmp_path_factory.mktemp("parquet")
+def parquet_base(tmp_path_factory, name):
+    """A folder for a module's datasets, with the in-process cluster config its jobs run on (local.yaml)."""
+    base = tmp_path_factory.mktemp(name)
     (base / "local.yaml").write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\n"
                                      "processes: false\ndashboard_address: null\n")
     return base
+
+
+def write_s3_dataset(fs, seed, path="data/in.parquet"):
+    """Three 100-row files (id, a, b) on the suite's S3 server; the frames written."""
+    rng = np.random.default_rng(seed)
+    frames = [pd.DataFrame({"id": np.arange(i * 100, (i + 1) * 100), "a": rng.standard_normal(100),
+                            "b": rng.standard_normal(100)}) for i in range(3)]
+    for i, frame in enumerate(frames):
+        with fs.open(f"{path}/part.{i}.parquet", "wb") as f:
+            frame.to_parquet(f, index=False)
+    return frames
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return parquet_base(tmp_path_factory, "parquet")
 
 
 def test_fit_transform_featurize_read_the_files_as_blocks_and_equal_the_library(base):

@@ -18,7 +18,17 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from _rounding import transform_by_blocks
-from test_cli_parquet import ENV, assert_ok, assert_one_line_error, cli, in_process, table, write_dataset
+from test_cli_parquet import (
+    ENV,
+    assert_ok,
+    assert_one_line_error,
+    cli,
+    in_process,
+    parquet_base,
+    table,
+    write_dataset,
+    write_s3_dataset,
+)
 
 from dkapprox import models
 from dkapprox.kernel_approximation import RBFSampler
@@ -28,10 +38,7 @@ FEATURES = ["a", "b", "c"]
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    base = tmp_path_factory.mktemp("parquet_out")
-    (base / "local.yaml").write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\n"
-                                     "processes: false\ndashboard_address: null\n")
-    return base
+    return parquet_base(tmp_path_factory, "parquet_out")
 
 
 def parts(out):
@@ -190,13 +197,8 @@ def test_a_parquet_output_on_s3_writes_each_part_s_key_once_and_resumes(s3, tmp_
     """On S3 a part's key is written directly (an object appears whole); the lease and records are objects."""
     import s3fs
 
-    rng = np.random.default_rng(5)
     fs = s3fs.S3FileSystem(skip_instance_cache=True)
-    frames = [pd.DataFrame({"id": np.arange(i * 100, (i + 1) * 100), "a": rng.standard_normal(100),
-                            "b": rng.standard_normal(100)}) for i in range(3)]
-    for i, frame in enumerate(frames):
-        with fs.open(f"data/in.parquet/part.{i}.parquet", "wb") as f:
-            frame.to_parquet(f, index=False)
+    frames = write_s3_dataset(fs, 5)
     env = {k: v for k, v in ENV.items() if not k.startswith("AWS_")}
     env.update(s3.env(), AWS_EC2_METADATA_DISABLED="true")
     (tmp_path / "threads.yaml").write_text("kind: local\nn_workers: 1\nthreads_per_worker: 2\n"
