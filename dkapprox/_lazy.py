@@ -167,6 +167,40 @@ def targets_as_dask(y) -> da.Array:
     return as_dask(y)
 
 
+#: A fit that reads its input many times (KernelRidge's CG, a pass an iteration) keeps the input in the
+#: workers' memory when it takes at most this fraction of it (dask config ``dkapprox.persist-fraction``).
+PERSIST_FRACTION = 0.25
+
+
+def persist_if_fits(X):
+    """``(X, persisted)``: ``X`` persisted where it fits in memory, else ``X`` as it is (read every pass).
+
+    It fits when its bytes are at most ``dkapprox.persist-fraction`` (default :data:`PERSIST_FRACTION`)
+    of the memory that would hold it: under a distributed client, the workers' memory limits up to
+    their pause line, less what they hold now (:class:`~dkapprox.cluster._memory.WorkerMemory`); on
+    dask's local schedulers, or workers without a limit, the memory this machine has available. An
+    array whose row sizes are unknown is never persisted (its size is unknown).
+    """
+    import dask
+    import psutil
+
+    from .cluster._memory import WorkerMemory, active_client
+
+    fraction = float(dask.config.get("dkapprox.persist-fraction", PERSIST_FRACTION))
+    nbytes = X.nbytes
+    if not np.isfinite(nbytes) or fraction <= 0:
+        return X, False
+    client = active_client()
+    workers = WorkerMemory.of(client) if client is not None else None
+    if workers is not None:
+        room = workers.workers * (workers.limit * workers.pause - workers.in_use)
+    else:
+        room = psutil.virtual_memory().available
+    if nbytes > fraction * room:
+        return X, False
+    return X.persist(), True
+
+
 def compute(*objs, arrays=()):
     """Compute several lazy objects in one pass over the data.
 

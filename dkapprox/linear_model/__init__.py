@@ -5,6 +5,9 @@
   plus one block, whatever the number of rows.
 * :class:`RidgeCV`: exact K-fold cross-validation of an alpha grid in that
   same single pass (folds by a seeded hash of the row index, :class:`HashedKFold`).
+* :class:`KernelRidge`, :class:`KernelRidgeClassifier`: Nystroem kernel ridge with up to tens of
+  thousands of centers, solved by Falkon's preconditioned conjugate gradient, one pass over the
+  rows per iteration; the ``n x m`` kernel matrix is never stored.
 * :class:`Incremental`: any scikit-learn estimator with ``partial_fit``, fed
   the row blocks in a seeded order (the maintained replacement for dask-ml's
   ``Incremental`` for this use).
@@ -15,7 +18,9 @@ the pass and never stored.
 """
 
 from ._incremental import Incremental
+from ._kernel_ridge import KernelRidge, KernelRidgeClassifier
 from ._ridge import Ridge, RidgeClassifier
 from ._ridge_cv import HashedKFold, RidgeCV
 
-__all__ = ["HashedKFold", "Incremental", "Ridge", "RidgeCV", "RidgeClassifier"]
+__all__ = ["HashedKFold", "Incremental", "KernelRidge", "KernelRidgeClassifier", "Ridge", "RidgeCV",
+           "RidgeClassifier"]

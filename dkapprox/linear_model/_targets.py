@@ -97,8 +97,12 @@ def decision_block(block, state):
 
 
 def label_block(block, state):
-    scores = decision_block(block, state)
-    if state.binarizer is not None:
-        return state.binarizer.inverse_transform(2.0 * (scores > 0).astype(scores.dtype) - 1.0)
+    return labels_of(decision_block(block, state), state.classes, state.binarizer)
+
+
+def labels_of(scores, classes, binarizer=None):
+    """Class labels of one-vs-all scores (one column for two classes): RidgeClassifier's rule."""
+    if binarizer is not None:
+        return binarizer.inverse_transform(2.0 * (scores > 0).astype(scores.dtype) - 1.0)
     index = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-    return state.classes.take(index, axis=0)
+    return classes.take(index, axis=0)

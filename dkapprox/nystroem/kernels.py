@@ -168,20 +168,31 @@ def nystroem_features(block, state):
         return _features_xp(xp, block, _xp.state_on(state, block))
     N = state.normalization
     out = recycled_empty((block.shape[0], N.shape[1]), dtype=N.dtype)  # pages touched or reused: see _recycle
-    slices = row_slices(block.shape[0], max(N.shape[0], block.shape[1]))
-    rbf = RBFSlices.of(state, block, slices)
-    compiled_t = _compiled_landmarks(state, block)
+    for s, K in kernel_slices(state.kernel, state.landmarks, block, N.dtype, n_jobs=state.n_jobs):
+        np.matmul(K, N, out=out[s])
+    return out
+
+
+def kernel_slices(kernel, landmarks, block, dtype, *, elements=SLICE_ELEMENTS, n_jobs=None):
+    """``(s, k(block[s], landmarks))`` for consecutive row slices ``s`` of a NumPy or sparse block.
+
+    Each kernel slice is in ``dtype`` and valid until the next one is made (the rbf kernel on dense
+    blocks reuses one set of buffers, :class:`RBFSlices`); a slice holds about ``elements`` values.
+    The kernels are those :func:`nystroem_features` documents: scikit-learn's arithmetic.
+    """
+    slices = row_slices(block.shape[0], max(landmarks.shape[0], block.shape[1]), elements)
+    rbf = RBFSlices.of_kernel(kernel, landmarks, block, dtype, slices)
+    compiled_t = _compiled_landmarks(kernel, landmarks, block)
     for s in slices:
         part = block[s]
         K = None
         if rbf is not None:
             K = rbf.kernel(part)
         elif compiled_t is not None:
-            K = _compiled_kernel(state.kernel, part, compiled_t)
+            K = _compiled_kernel(kernel, part, compiled_t)
         if K is None:
-            K = state.kernel.between(part, state.landmarks, n_jobs=state.n_jobs)
-        np.matmul(K.astype(N.dtype, copy=False), N, out=out[s])
-    return out
+            K = kernel.between(part, landmarks, n_jobs=n_jobs)
+        yield s, K.astype(dtype, copy=False)
 
 
 def _features_xp(xp, block, state):
@@ -194,16 +205,16 @@ def _features_xp(xp, block, state):
     return out
 
 
-def _compiled_landmarks(state, block):
+def _compiled_landmarks(kernel, landmarks, block):
     """The landmarks transposed, in float64, for a kernel :mod:`dkapprox._jit` computes, or None.
 
     Contiguous for the distance loops; for the inner-product kernels the transposed view of
     C-ordered landmarks, so that their product is scikit-learn's ``X @ Y.T`` BLAS call.
     """
-    metric = state.kernel.metric
-    if not (isinstance(metric, str) and metric in _COMPILED) or sp.issparse(block) or sp.issparse(state.landmarks):
+    metric = kernel.metric
+    if not (isinstance(metric, str) and metric in _COMPILED) or sp.issparse(block) or sp.issparse(landmarks):
         return None
-    landmarks_t = np.ascontiguousarray(state.landmarks, dtype=np.float64).T
+    landmarks_t = np.ascontiguousarray(landmarks, dtype=np.float64).T
     return landmarks_t if metric in _jit.INNER_PRODUCT else np.ascontiguousarray(landmarks_t)
 
 
@@ -248,12 +259,18 @@ class RBFSlices:
 
     @classmethod
     def of(cls, state, block, slices):
-        """The buffers for this block, or None where scikit-learn's kernel is used."""
-        metric = state.kernel.metric
-        if not (isinstance(metric, str) and metric == "rbf") or sp.issparse(block) or not slices:
+        """The buffers for this block of a Nystroem transform, or None where scikit-learn's kernel is used."""
+        return cls.of_kernel(state.kernel, state.landmarks, block, state.normalization.dtype, slices)
+
+    @classmethod
+    def of_kernel(cls, kernel, landmarks, block, dtype, slices):
+        """The buffers for k(block, landmarks) in ``dtype``, or None where scikit-learn's kernel is used."""
+        metric = kernel.metric
+        if not (isinstance(metric, str) and metric == "rbf") or sp.issparse(block) or sp.issparse(landmarks) \
+                or not slices:
             return None
         rows = max(s.stop - s.start for s in slices)
-        return cls(state.landmarks, dict(state.kernel.params).get("gamma"), state.normalization.dtype, rows)
+        return cls(landmarks, dict(kernel.params).get("gamma"), dtype, rows)
 
     def kernel(self, part):
         """k(part, landmarks), a view of the reused output buffer."""

@@ -26,9 +26,22 @@ EXPECTED_FAILURES = {
                 "check_sample_weight_equivalence_on_sparse_data": FOLDS_FOLLOW_ROWS},
 }
 
+# KernelRidge's k-means centers are centroids of the rows: a row repeated weighs twice in them, a row
+# weighted 2 does not, so the two fits have different centers, hence different models. Uniform centers
+# (every row, in these small checks) pass, at a tight CG tol.
+CENTROIDS_FOLLOW_ROWS = "k-means centers move with a repeated row, not with a weighted one"
+
+
+def expected_failures(estimator):
+    if getattr(estimator, "centers", None) == "kmeans":
+        return {"check_sample_weight_equivalence_on_dense_data": CENTROIDS_FOLLOW_ROWS,
+                "check_sample_weight_equivalence_on_sparse_data": CENTROIDS_FOLLOW_ROWS}
+    return EXPECTED_FAILURES.get(type(estimator).__name__)
+
+
 def cases():
     for base in ESTIMATORS:
-        expected = EXPECTED_FAILURES.get(type(base).__name__)
+        expected = expected_failures(base)
         for i, case in enumerate(estimator_checks_generator(base, mark="xfail", expected_failed_checks=expected)):
             param = case if hasattr(case, "values") else pytest.param(*case)  # xfail ones come as params
             estimator, check = param.values

@@ -1,0 +1,239 @@
+"""Falkon's solver: Nystroem kernel ridge by preconditioned conjugate gradient, one pass an iteration.
+
+The model is ``f(x) = k(x, C) a`` with ``m`` centers ``C``. It minimizes
+
+    sum_i w_i ||y_i - k(x_i, C) a||^2 + alpha a^T K_CC a
+
+(scikit-learn's ``KernelRidge`` loss with the function restricted to the span of the centers), whose
+normal equations are ``H a = b``, ``H = K_nC^T W K_nC + alpha K_CC``, ``b = K_nC^T W y``.
+
+The preconditioner (Rudi, Carratino, Rosasco 2017) approximates ``K_nC^T W K_nC`` by
+``(s / m) K_CC^2`` (``s`` the total weight: the centers stand in for the rows), so with
+``T^T T = K_CC + jitter I`` and ``A^T A = (s / m) T T^T + alpha I`` (upper Cholesky factors, on the
+driver, in float64), ``B = T^-1 A^-1`` gives ``B^T H B`` close to the identity. CG runs on
+``B^T H B beta = B^T b`` and ``a = B beta``. As in Falkon, the penalty's ``K_CC`` is the jittered
+``T^T T``, so its term is ``alpha A^-T A^-1 beta`` without a product with ``K_CC``; ``jitter`` is
+``m * eps(float64) * mean(diag K_CC)``. With every row a center and unit weights the preconditioner
+is ``H`` itself (up to the jitter) and CG converges in one iteration.
+
+Each product with ``K_nC^T W K_nC`` is one pass over the row blocks (:func:`normal_partial`): a
+task forms ``k(block, C)`` a slice of rows at a time, multiplies it twice (``K v``, then
+``K^T (w K v)``) and returns an ``m x k`` float64 partial; the partials are summed in a tree. For
+float32 blocks the kernel and both products are float32 within a slice (at most
+:data:`SLICE_ELEMENTS` kernel values, a few hundred rows) and every slice's product is added in
+float64. The ``n x m`` kernel matrix is never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from .._graph import SizedState
+from ..nystroem.kernels import kernel_slices
+from ._moments import check_weights
+
+#: kernel values per slice of rows in a pass (32 MiB of float64 distances: 512 rows at m = 8,192)
+SLICE_ELEMENTS = 2**22
+
+
+@dataclass(frozen=True, eq=False)
+class Centers(SizedState):
+    """The centers and their kernel: what every block of a pass or a prediction needs."""
+
+    kernel: object  # dkapprox.nystroem.kernels.Kernel
+    points: np.ndarray  # (m, n_features), in the blocks' dtype
+
+
+@dataclass(frozen=True, eq=False)
+class PassState(SizedState):
+    """One pass: ``K^T W K v`` for ``v`` (m, k) float64, or, with ``v`` None, ``K^T W y`` and the checks."""
+
+    centers: Centers
+    v: np.ndarray | None
+    targets: object = None  # NumericTargets or OneVsAllTargets: encodes a block of y (first pass)
+    weighted: bool = False  # the last array of a block is its sample weights
+    check: object = None  # a BlockCheck of X (first pass)
+
+
+def normal_partial(row_start, state, X, *others):
+    """``(K^T W u, total weight, rows)`` of one row block, ``u = K v`` or the block's encoded targets."""
+    rows = X.shape[0]
+    w = check_weights(others[-1], rows) if state.weighted else None
+    if state.check is not None:
+        state.check(X)
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+    if state.v is None:
+        u_all = state.targets.encode(others[0], dtype)
+        width = u_all.shape[1]
+    else:
+        v = state.v.astype(dtype)
+        width = v.shape[1]
+    g = np.zeros((state.centers.points.shape[0], width))
+    for s, K in kernel_slices(state.centers.kernel, state.centers.points, X, dtype, elements=SLICE_ELEMENTS):
+        u = u_all[s] if state.v is None else K @ v
+        if w is not None:
+            u = u * w[s, None].astype(dtype)
+        g += K.T @ u
+    return g, float(rows if w is None else w.sum()), rows
+
+
+def combine_normal(parts):
+    return (sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts))
+
+
+@dataclass(frozen=True, eq=False)
+class PredictState(SizedState):
+    centers: Centers
+    coef: np.ndarray  # (m,) or (m, k)
+
+
+@dataclass(frozen=True, eq=False)
+class LabelState(SizedState):
+    scores: PredictState
+    classes: np.ndarray
+    binarizer: object = None  # scikit-learn's LabelBinarizer, for multilabel targets only
+
+
+def predict_block(block, state):
+    """``k(block, C) @ dual_coef`` in the block's dtype: (rows,) or (rows, k)."""
+    centers, coef = state.centers, state.coef
+    dtype = block.dtype if block.dtype in (np.float32, np.float64) else np.float64
+    coef = coef.astype(dtype, copy=False)
+    out = np.empty((block.shape[0],) + coef.shape[1:], dtype=dtype)
+    for s, K in kernel_slices(centers.kernel, centers.points, block, dtype, elements=SLICE_ELEMENTS):
+        np.matmul(K, coef, out=out[s])
+    return out
+
+
+class Preconditioner:
+    """Falkon's ``B = T^-1 A^-1`` (see the module docstring), one ``A`` per distinct alpha.
+
+    ``T`` is factored at once (a singular center kernel with ``alpha = 0`` is refused before any
+    pass); the ``A`` factors once the total weight is known (:meth:`set_weight_total`).
+    """
+
+    def __init__(self, K_cc, alphas):
+        m = K_cc.shape[0]
+        K_cc = np.asarray(K_cc, dtype=np.float64)
+        if not np.all(np.isfinite(K_cc)):
+            raise ValueError("The kernel matrix of the centers contains NaN or infinity.")
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.jitter = m * np.finfo(np.float64).eps * max(float(np.mean(np.diag(K_cc))), np.finfo(np.float64).tiny)
+        if np.any(self.alphas == 0):
+            _require_nonsingular(K_cc)
+        self.T = None
+        scale = self.jitter / (m * np.finfo(np.float64).eps)
+        while self.T is None:  # a kernel of low rank may round a little below zero: grow the jitter
+            try:
+                self.T = np.linalg.cholesky(K_cc + self.jitter * np.eye(m), upper=True)
+            except np.linalg.LinAlgError:
+                if self.jitter >= MAX_JITTER * scale:
+                    raise ValueError(_NOT_PD.format(what="the kernel matrix of the centers")) from None
+                self.jitter *= 100
+        self.A = {}
+
+    def set_weight_total(self, weight_total):
+        m = self.T.shape[0]
+        TTt = self.T @ self.T.T
+        TTt *= weight_total / m
+        for alpha in np.unique(self.alphas):
+            M = TTt.copy()
+            M[np.diag_indices(m)] += alpha
+            self.A[float(alpha)] = _cholesky(M, what="Falkon's preconditioner")
+
+    def _columns(self, v, fn):
+        if len(self.A) == 1:
+            return fn(next(iter(self.A.values())), v)
+        out = np.empty_like(v)
+        for alpha, A in self.A.items():
+            cols = self.alphas == alpha
+            out[:, cols] = fn(A, v[:, cols])
+        return out
+
+    def apply(self, v):
+        """``B v = T^-1 A^-1 v``."""
+        return self._columns(v, lambda A, x: _solve_upper(self.T, _solve_upper(A, x)))
+
+    def apply_t(self, v):
+        """``B^T v = A^-T T^-T v``."""
+        return self._columns(v, lambda A, x: _solve_upper(A, _solve_upper(self.T, x, trans=True), trans=True))
+
+    def penalty(self, v):
+        """``alpha A^-T A^-1 v``: ``B^T (alpha T^T T) B v``."""
+        return self._columns(v, lambda A, x: _solve_upper(A, _solve_upper(A, x), trans=True)) * self.alphas
+
+
+def _solve_upper(U, x, trans=False):
+    return scipy.linalg.solve_triangular(U, x, lower=False, trans="T" if trans else "N", check_finite=False)
+
+
+#: the jitter grows (x100 a try) up to this times the mean diagonal before a kernel is called indefinite
+MAX_JITTER = 1e-6
+_NOT_PD = ("{what} is not positive definite: the kernel is not positive semi-definite on the centers "
+           "(kernel='sigmoid' is not a positive definite kernel; a callable kernel may not be one).")
+
+
+def _cholesky(M, what):
+    try:
+        return np.linalg.cholesky(M, upper=True)
+    except np.linalg.LinAlgError:
+        raise ValueError(_NOT_PD.format(what=what)) from None
+
+
+def _require_nonsingular(K_cc):
+    """alpha = 0 leaves nothing to regularize a singular center kernel: say so before any pass."""
+    m = K_cc.shape[0]
+    try:
+        L = np.linalg.cholesky(K_cc)
+    except np.linalg.LinAlgError:
+        L = None
+    pivots = None if L is None else np.diag(L) ** 2
+    if pivots is None or pivots.min() <= m * np.finfo(np.float64).eps * pivots.max():
+        raise ValueError(
+            "alpha=0 with a singular kernel matrix of the centers (two centers are equal, or the kernel "
+            f"has lower rank than n_centers={m}): the problem has no unique solution. Set alpha > 0 or "
+            "choose fewer centers."
+        )
+
+
+@dataclass
+class CGResult:
+    beta: np.ndarray
+    n_iter: int
+    residuals: list
+    converged: bool
+
+
+def conjugate_gradient(apply, rhs, *, tol, max_iter, callback=None):
+    """Solve ``apply(x) = rhs`` column by column by CG from ``x = 0``; one ``apply`` per iteration.
+
+    ``apply`` maps an (m, k) array to (m, k), symmetric positive (semi-)definite per column. A
+    column stops when its residual is at most ``tol`` times its initial one; the others go on.
+    ``residuals`` holds the largest relative residual after each iteration.
+    """
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
+    r0 = np.linalg.norm(rhs, axis=0)
+    rr = np.einsum("ij,ij->j", r, r)
+    active = r0 > 0
+    p = r.copy()
+    residuals, n_iter = [], 0
+    while active.any() and n_iter < max_iter:
+        q = apply(p)
+        n_iter += 1
+        pq = np.einsum("ij,ij->j", p, q)
+        step = np.where(active & (pq > 0), rr / np.where(pq > 0, pq, 1.0), 0.0)
+        x += step * p
+        r -= step * q
+        rr_new = np.einsum("ij,ij->j", r, r)
+        relative = np.sqrt(rr_new) / np.where(r0 > 0, r0, 1.0)
+        residuals.append(float(relative[r0 > 0].max()))
+        active &= (relative > tol) & (pq > 0)
+        p = np.where(active, r + (rr_new / np.where(rr > 0, rr, 1.0)) * p, 0.0)
+        rr = rr_new
+        if callback is not None:
+            callback(n_iter, residuals[-1])
+    return CGResult(x, n_iter, residuals, not residuals or residuals[-1] <= tol)

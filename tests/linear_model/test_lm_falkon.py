@@ -1,0 +1,247 @@
+"""KernelRidge and KernelRidgeClassifier: Falkon's preconditioned CG, a pass over the blocks an iteration."""
+
+import threading
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+from sklearn.metrics.pairwise import pairwise_kernels
+
+from dkapprox import Nystroem, _graph
+from dkapprox.linear_model import KernelRidge, KernelRidgeClassifier
+from dkapprox.linear_model._falkon import Centers, PassState, combine_normal, normal_partial
+from dkapprox.linear_model._targets import NumericTargets
+from dkapprox.nystroem.kernels import Kernel
+
+
+def regression(n=600, d=4, seed=0, targets=None, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4 + 0.1 * rng.normal(size=n)
+    if targets:
+        y = np.column_stack([y] + [np.cos(X[:, k % d]) for k in range(1, targets)])
+    return X, y
+
+
+def restricted_solution(model, X, y, w=None):
+    """The Nystroem kernel ridge coefficients on the model's centers, by a dense solve."""
+    params = dict(gamma=model.gamma, degree=model.degree, coef0=model.coef0)
+    K = pairwise_kernels(X.astype(np.float64), model.centers_.astype(np.float64), metric=model.kernel,
+                         filter_params=True, **params)
+    C = pairwise_kernels(model.centers_.astype(np.float64), metric=model.kernel, filter_params=True, **params)
+    W = np.ones(len(X)) if w is None else w
+    H = K.T @ (W[:, None] * K) + model.alpha * C
+    return np.linalg.solve(H, K.T @ (W[:, None] * y.reshape(len(X), -1))), K
+
+
+@pytest.mark.parametrize("kernel, params", [("rbf", dict(gamma=0.3)), ("laplacian", dict(gamma=0.2)),
+                                            ("polynomial", dict(degree=2, coef0=1.0, gamma=0.5))])
+def test_every_row_a_center_gives_scikit_learns_kernel_ridge(kernel, params):
+    """m = n: the preconditioner is the system itself (up to its jitter): one iteration, scikit-learn's
+    predictions. Bound: the jitter m eps mean(diag K) perturbs K by ~1e-13 relative; 1e-8 leaves room."""
+    X, y = regression(n=500, targets=2)
+    sk = SkKernelRidge(alpha=0.5, kernel=kernel, **params).fit(X, y)
+    model = KernelRidge(alpha=0.5, kernel=kernel, n_centers=500, random_state=0, **params).fit(X, y)
+    assert model.n_iter_ <= 2 and model.passes_ == 1 + 1 + model.n_iter_
+    Xt = regression(n=200, seed=1)[0]
+    np.testing.assert_allclose(model.predict(Xt), sk.predict(Xt), atol=1e-8 * np.abs(sk.predict(Xt)).max())
+
+
+def test_sample_weights_every_row_a_center_give_scikit_learns_weighted_kernel_ridge():
+    X, y = regression(n=400)
+    w = np.random.default_rng(3).uniform(0.2, 3.0, size=400)
+    sk = SkKernelRidge(alpha=0.3, kernel="rbf", gamma=0.4).fit(X, y, sample_weight=w)
+    model = KernelRidge(alpha=0.3, kernel="rbf", gamma=0.4, n_centers=400, tol=1e-12, max_iter=200,
+                        random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(model.predict(X), sk.predict(X), atol=1e-7)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_tenth_of_the_rows_as_centers_solves_the_nystroem_normal_equations(weighted):
+    """m = n/10: CG to tol reaches the dense solve of (K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y."""
+    X, y = regression(n=1000, targets=2)
+    w = np.random.default_rng(1).uniform(0.5, 2.0, size=1000) if weighted else None
+    model = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.5, n_centers=100, tol=1e-10, max_iter=300,
+                        random_state=0).fit(X, y, sample_weight=w)
+    a, K = restricted_solution(model, X, y, w)
+    assert model.residuals_[-1] <= 1e-10 and len(model.residuals_) == model.n_iter_
+    np.testing.assert_allclose(model.predict(X), K @ a, atol=1e-7 * np.abs(K @ a).max())
+
+
+def test_dask_and_zarr_fits_equal_the_numpy_fit_whatever_the_chunks(tmp_path):
+    """Centers are chosen by global row, so every chunking picks the same ones. A pass's partials differ
+    between chunkings only in summation order, within the float64 bound of a sum of n terms (checked on
+    the first pass); CG carries such differences on, and each fit stops within its tol of the same
+    solution, so at tol=1e-10 the predictions agree to 1e-7 of their scale (as the dense solve does)."""
+    X, y = regression(n=1200)
+    kw = dict(alpha=0.5, kernel="rbf", gamma=0.5, n_centers=150, tol=1e-10, max_iter=300, random_state=4)
+    ref = KernelRidge(**kw).fit(X, y)
+    store = zarr.open_array(tmp_path / "X.zarr", mode="w", shape=X.shape, chunks=(170, 4), dtype=X.dtype)
+    store[...] = X
+    inputs = [(da.from_array(X, chunks=100), da.from_array(y, chunks=100)),
+              (da.from_array(X, chunks=(333, 2)), y),
+              (store, da.from_array(y, chunks=170))]
+    scale = np.abs(ref.predict(X)).max()
+    for Xi, yi in inputs:
+        model = KernelRidge(**kw).fit(Xi, yi)
+        np.testing.assert_array_equal(model.center_indices_, ref.center_indices_)
+        predicted = model.predict(Xi)
+        assert isinstance(predicted, da.Array)
+        np.testing.assert_allclose(predicted.compute(), ref.predict(X), atol=1e-7 * scale)
+        assert abs(model.score(Xi, yi) - ref.score(X, y)) < 1e-7
+
+
+def test_a_pass_is_chunk_invariant_within_the_rounding_of_a_sum():
+    X, y = regression(n=3000)
+    centers = Centers(Kernel("rbf", (("gamma", 0.5),)), X[:64])
+    state = PassState(centers, None, NumericTargets(1))
+    whole = normal_partial(0, state, X, y)[0]
+    K = pairwise_kernels(X, X[:64], metric="rbf", gamma=0.5)
+    bound = 3000 * np.finfo(np.float64).eps * (np.abs(K).T @ np.abs(y))[:, None]
+    for chunks in (100, 777, 1500):
+        reduced = _graph.reduce_aligned_rows([da.from_array(X, chunks=chunks), y], normal_partial, combine_normal,
+                                             state)
+        part = reduced.compute()[0]
+        assert np.all(np.abs(part - whole) <= bound)
+
+
+def test_float32_stays_float32_and_agrees_with_float64_within_its_rounding():
+    X, y = regression(n=800)
+    kw = dict(alpha=1.0, kernel="rbf", gamma=0.5, n_centers=80, tol=1e-6, random_state=0)
+    m64 = KernelRidge(**kw).fit(X, y)
+    m32 = KernelRidge(**kw).fit(X.astype(np.float32), y)
+    assert m32.dual_coef_.dtype == np.float32 and m32.centers_.dtype == np.float32
+    lazy = m32.predict(da.from_array(X.astype(np.float32), chunks=200))
+    assert lazy.dtype == np.float32 and lazy.compute().dtype == np.float32
+    # float32 kernel values (eps 6e-8) through a system of condition ~1e4 at this alpha: 1e-3 relative
+    np.testing.assert_allclose(m32.predict(X.astype(np.float32)), m64.predict(X), atol=1e-3)
+
+
+def test_fit_counts_its_passes_and_reads_each_block_once_a_pass_unless_persisted():
+    X, y = regression(n=900)
+    reads = []
+    lock = threading.Lock()
+
+    def counted(block):
+        if block.shape[0]:  # dask's meta inference calls it on an empty block
+            with lock:
+                reads.append(block.shape[0])
+        return block
+
+    Xd = da.from_array(X, chunks=100).map_blocks(counted, dtype=X.dtype)
+    centers = X[::30]
+    kw = dict(alpha=0.5, kernel="rbf", gamma=0.5, centers=centers, tol=1e-6)
+    with dask.config.set({"dkapprox.persist-fraction": 0, "scheduler": "threads"}):
+        model = KernelRidge(**kw).fit(Xd, y)
+    assert not model.input_persisted_ and model.center_passes_ == 0
+    assert model.passes_ == 1 + model.n_iter_ and len(reads) == 9 * model.passes_
+    reads.clear()
+    with dask.config.set({"scheduler": "threads"}):
+        model = KernelRidge(**kw).fit(Xd, y)
+    assert model.input_persisted_ and len(reads) == 9  # read once, kept for every pass
+
+
+def test_center_methods_and_given_centers():
+    X, y = regression(n=2000)
+    Xd = da.from_array(X, chunks=400)
+    scores = {}
+    for method in ("uniform", "kmeans", "leverage", "rpcholesky"):
+        model = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=60, centers=method, random_state=0)
+        model.fit(Xd, y)
+        assert model.centers_.shape == (60, 4) and model.passes_ == model.center_passes_ + 1 + model.n_iter_
+        scores[method] = model.score(X, y)
+    assert min(scores.values()) > 0.7, scores
+    given = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, centers=X[:50]).fit(X, y)
+    assert given.center_passes_ == 0 and (given.center_indices_ == -1).all()
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_is_kernel_ridge_on_plus_minus_one_targets(n_classes):
+    X, _ = regression(n=900)
+    labels = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5][: n_classes - 1]) + 10
+    kw = dict(alpha=0.5, kernel="rbf", gamma=0.5, n_centers=90, tol=1e-8, random_state=0)
+    clf = KernelRidgeClassifier(**kw).fit(da.from_array(X, chunks=200), da.from_array(labels, chunks=200))
+    targets = np.where(labels[:, None] == np.unique(labels)[None, :], 1.0, -1.0)
+    targets = targets[:, 1] if n_classes == 2 else targets
+    reg = KernelRidge(**kw).fit(X, targets)
+    np.testing.assert_allclose(clf.decision_function(X), reg.predict(X), atol=1e-8)
+    np.testing.assert_array_equal(clf.classes_, np.unique(labels))
+    assert clf.predict(da.from_array(X, chunks=300)).compute().tolist() == clf.predict(X).tolist()
+    assert clf.score(X, labels) > 0.9
+
+
+def test_bad_input_gets_a_clear_message_before_any_work():
+    X, y = regression(n=200)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        KernelRidge().fit(da.from_array(X, chunks=50), da.from_array(y[:-1], chunks=50))
+    Xn = X.copy()
+    Xn[7, 1] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        KernelRidge(kernel="rbf", n_centers=20, random_state=0).fit(Xn, y)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        KernelRidge(kernel="rbf", centers=X[:20]).fit(da.from_array(Xn, chunks=50), y)
+    yn = y.copy()
+    yn[3] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        KernelRidge(kernel="rbf", centers=X[:20]).fit(da.from_array(X, chunks=50), da.from_array(yn, chunks=50))
+    with pytest.raises(ValueError, match="n_centers=300 must be at most the number of samples"):
+        KernelRidge(n_centers=300).fit(X, y)
+    with pytest.raises(ValueError, match="alpha=0 with a singular kernel matrix of the centers"):
+        KernelRidge(alpha=0, kernel="rbf", centers=np.vstack([X[:10], X[:1]])).fit(X, y)
+    with pytest.raises(ValueError, match="precomputed"):
+        KernelRidge(kernel="precomputed").fit(X @ X.T, y)
+    with pytest.raises(ValueError, match="not positive definite"):
+        KernelRidge(kernel="sigmoid", gamma=2.0, coef0=-3.0, n_centers=40, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="number of penalties"):
+        KernelRidge(alpha=[1.0, 2.0, 3.0]).fit(X, np.column_stack([y, y]))
+
+
+def test_cg_that_stops_at_max_iter_warns_with_its_residual():
+    X, y = regression(n=500)
+    with pytest.warns(ConvergenceWarning, match=r"did not converge in max_iter=2 iterations: relative residual"):
+        model = KernelRidge(alpha=1e-3, kernel="rbf", gamma=1.0, n_centers=100, max_iter=2, random_state=0).fit(X, y)
+    assert model.n_iter_ == 2 and model.residuals_[-1] > model.tol
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        KernelRidge(alpha=1.0, kernel="rbf", n_centers=50, random_state=0).fit(X, y)
+
+
+def test_one_alpha_per_target():
+    X, y = regression(n=300, targets=2)
+    both = KernelRidge(alpha=[0.1, 5.0], kernel="rbf", gamma=0.5, n_centers=60, tol=1e-10, max_iter=300,
+                       random_state=0).fit(X, y)
+    for k, alpha in enumerate((0.1, 5.0)):
+        one = KernelRidge(alpha=alpha, kernel="rbf", gamma=0.5, n_centers=60, tol=1e-10, max_iter=300,
+                          random_state=0).fit(X, y[:, k])
+        np.testing.assert_allclose(both.predict(X)[:, k], one.predict(X), atol=1e-8)
+
+
+def test_sparse_input_and_sparse_landmarks_against_dense_rows():
+    """Fitted on sparse rows, the centers are sparse; dense rows then go through scikit-learn's kernel
+    (this also broke Nystroem: its rbf buffers took sparse landmarks for an array)."""
+    X = sp.random(300, 6, density=0.4, format="csr", random_state=0)
+    y = np.asarray(X.sum(axis=1)).ravel()
+    model = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=40, random_state=0).fit(X, y)
+    np.testing.assert_allclose(model.predict(X.toarray()), model.predict(X), atol=1e-12)
+    nys = Nystroem(n_components=20, random_state=0).fit(X)
+    np.testing.assert_allclose(nys.transform(X.toarray()), nys.transform(X), atol=1e-12)
+
+
+def test_model_files_round_trip(tmp_path):
+    import dkapprox
+
+    X, y = regression(n=300)
+    labels = (y > 0).astype(int)
+    for model, target in ((KernelRidge(kernel="rbf", n_centers=30, random_state=0), y),
+                          (KernelRidgeClassifier(kernel="rbf", n_centers=30, random_state=0), labels)):
+        model.fit(X, target)
+        dkapprox.save(model, tmp_path / type(model).__name__)
+        loaded = dkapprox.load(tmp_path / type(model).__name__)
+        np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+        assert loaded.n_iter_ == model.n_iter_ and loaded.passes_ == model.passes_
