@@ -245,3 +245,22 @@ def test_model_files_round_trip(tmp_path):
         loaded = dkapprox.load(tmp_path / type(model).__name__)
         np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
         assert loaded.n_iter_ == model.n_iter_ and loaded.passes_ == model.passes_
+
+
+def test_float32_rbf_slices_are_within_their_derived_bound():
+    """Distances from a float32 product: |error| <= (d + 2) eps32 (|x|^2 + |c|^2) in the squared distance, so
+    the kernel value is off by gamma times that, relative, plus the float32 exponential's own rounding."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from dkapprox.linear_model._falkon import _rbf32_slices
+
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(3000, 20)) * 1.5).astype(np.float32)
+    C = X[::37].copy()
+    centers = Centers(Kernel("rbf", (("gamma", 0.05),)), C)
+    exact = rbf_kernel(X.astype(np.float64), C.astype(np.float64), gamma=0.05)
+    eps = np.finfo(np.float32).eps
+    norms = (X.astype(np.float64) ** 2).sum(1)[:, None] + (C.astype(np.float64) ** 2).sum(1)[None, :]
+    bound = exact * (0.05 * 22 * eps * norms + 2 * eps)
+    for s, K in _rbf32_slices(centers, X):
+        assert np.all(np.abs(K - exact[s]) <= bound[s])

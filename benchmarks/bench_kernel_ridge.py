@@ -1,0 +1,190 @@
+"""KernelRidge (Falkon's CG over dask blocks) against Nystroem + RidgeClassifier, the exact SVC and KernelRidge.
+
+Sections (``--sections``, comma separated):
+
+* ``learning``: the learning study's synthetic classification (examples/learning_study.py:
+  1,000,000 training rows, 100,000 test rows, 20 features, blocks of 50,000 rows) on
+  LocalCluster(2 workers x 1 thread): KernelRidgeClassifier at ``--centers`` (2,048, 8,192,
+  16,384) against Nystroem(2048) + RidgeClassifier(alpha=1e-2) and the exact RBF SVC on
+  ``--svc-rows`` (100,000) rows in a child process; accuracy, time, CG iterations, passes.
+* ``exactness``: predictions against scikit-learn's exact ``KernelRidge`` (same alpha) on 5,000
+  and 10,000 rows, at m = n and m = n / 10, and the dense solve of the same Nystroem problem.
+* ``cost``: one pass's time per block against its limit, the block's three products alone
+  (``X C^T``, ``K v``, ``K^T u``) and the exponential, one thread.
+
+    python benchmarks/bench_kernel_ridge.py                          # everything (about 25 minutes)
+    python benchmarks/bench_kernel_ridge.py --quick                  # 50,000 rows, small m (about 2 minutes)
+    python benchmarks/bench_kernel_ridge.py --sections learning --centers 8192 --no-svc
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from _common import print_table  # noqa: E402
+
+
+def learning(args):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+    from learning_study import run_exact, synthetic
+    from sklearn.pipeline import make_pipeline
+
+    from dkapprox import Nystroem
+    from dkapprox.linear_model import KernelRidgeClassifier, RidgeClassifier
+
+    data = synthetic(args.rows, args.rows // 10, chunk_rows=args.chunk)
+    X = da.from_array(data["X_train"], chunks=(args.chunk, -1))
+    y = da.from_array(data["y_train"], chunks=args.chunk)
+    X_test = da.from_array(data["X_test"], chunks=(args.chunk, -1))
+    rows = []
+
+    def timed(name, model, facts):
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a CG stopped at max_iter still predicts; its residual is shown
+            model.fit(X, y)
+        fit = time.perf_counter() - start
+        accuracy = float(np.mean(model.predict(X_test).compute() == data["y_test"]))
+        total = time.perf_counter() - start
+        rows.append([name, accuracy, total, fit, *facts(model)])
+        print(f"{name}: accuracy {accuracy:.4f} in {total:.1f} s", flush=True)
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster):
+        timed("Nystroem(2048)+RidgeClassifier",
+              make_pipeline(Nystroem(gamma=data["gamma"], n_components=2048, random_state=0),
+                            RidgeClassifier(alpha=1e-2)),
+              lambda m: ["-", "-", 2, "-"])
+        for m in args.centers:
+            for alpha in args.alphas:
+                clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=data["gamma"], n_centers=m,
+                                            tol=args.tol, max_iter=args.max_iter, random_state=0)
+                timed(f"KernelRidge m={m} alpha={alpha:g}", clf,
+                      lambda c: [c.n_iter_, f"{c.residuals_[-1]:.1e}", c.passes_, c.input_persisted_])
+    svc = None
+    if not args.no_svc:
+        result = run_exact(data, [args.svc_rows], args.svc_budget, log=print)
+        svc = result["svc"][0] if result["svc"] else None
+        rows.append([f"exact SVC on {args.svc_rows:,} rows", svc[1] if svc else float("nan"),
+                     svc[2] if svc else float("nan"), "-", "-", "-", "-", "-"])
+    if svc:
+        for row in rows[:-1]:
+            row.append(f"{row[1] - svc[1]:+.4f} / {row[2] / svc[2]:.2f}")
+        rows[-1].append("0 / 1")
+    print_table(f"learning study: {args.rows:,} training rows, {args.rows // 10:,} test rows, LocalCluster(2x1), "
+                f"blocks of {args.chunk:,}; KernelRidge tol={args.tol:g}, max_iter={args.max_iter}",
+                ["model", "accuracy", "s (fit+predict)", "fit s", "CG iters", "residual", "passes", "persisted"]
+                + (["acc - SVC / time / SVC"] if svc else []), rows)
+
+
+def exactness(args):
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from dkapprox.linear_model import KernelRidge
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in args.exact_rows:
+        X = rng.normal(size=(n, 8))
+        y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=n)
+        Xt = rng.normal(size=(2000, 8))
+        start = time.perf_counter()
+        sk = SkKernelRidge(alpha=1.0, kernel="rbf", gamma=0.1).fit(X, y)
+        sk_s = time.perf_counter() - start
+        exact = sk.predict(Xt)
+        for m in (n, n // 10):
+            start = time.perf_counter()
+            model = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.1, n_centers=m, tol=1e-10, max_iter=500,
+                                random_state=0).fit(X, y)
+            s = time.perf_counter() - start
+            ours = model.predict(Xt)
+            C = model.centers_
+            K = rbf_kernel(X, C, gamma=0.1)
+            a = np.linalg.solve(K.T @ K + 1.0 * rbf_kernel(C, gamma=0.1), K.T @ y)
+            dense = rbf_kernel(Xt, C, gamma=0.1) @ a
+            scale = np.abs(exact).max()
+            rows.append([n, m, model.n_iter_, np.abs(ours - exact).max() / scale,
+                         np.abs(ours - dense).max() / scale, s, sk_s, s / sk_s])
+    print_table("exactness: rbf, alpha=1, tol=1e-10; max |difference| / max |exact prediction| on 2,000 new rows",
+                ["n", "m", "CG iters", "vs sklearn KernelRidge", "vs dense Nystroem solve", "fit s", "sklearn s",
+                 "ratio"], rows)
+
+
+def cost(args):
+    from threadpoolctl import threadpool_limits
+
+    from dkapprox.linear_model._falkon import SLICE_ELEMENTS, Centers, PassState, normal_partial
+    from dkapprox.nystroem.kernels import Kernel
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for dtype in (np.float32, np.float64):
+        X = rng.normal(size=(args.cost_rows, 20)).astype(dtype)
+        for m in args.cost_centers:
+            C = X[:m].copy()
+            state = PassState(Centers(Kernel("rbf", (("gamma", 0.05),)), C), rng.normal(size=(m, 1)))
+            r = max(1, SLICE_ELEMENTS // m)  # the pass's slice of rows
+            x, c64 = X[:r].astype(np.float64), C.astype(np.float64)
+            D, K, v = np.empty((r, m)), np.empty((r, m), dtype=dtype), state.v.astype(dtype)
+            K[...] = 0.5
+            reps = args.cost_rows // r
+            parts = {"gemm": lambda: np.matmul(x, c64.T, out=D), "exp": lambda: np.exp(K, out=K),
+                     "Kv": lambda: K @ v, "KTu": lambda: K.T @ (K[:, :1])}
+            seconds = {}
+            with threadpool_limits(1):
+                normal_partial(0, state, X[:2000])
+                start = time.perf_counter()
+                normal_partial(0, state, X)
+                total = time.perf_counter() - start
+                for name, fn in parts.items():
+                    fn()
+                    start = time.perf_counter()
+                    for _ in range(reps):
+                        fn()
+                    seconds[name] = (time.perf_counter() - start) * args.cost_rows / (reps * r)
+            limit = seconds["gemm"] + seconds["Kv"] + seconds["KTu"]
+            rows.append([np.dtype(dtype).name, m, total, limit, limit / total, seconds["exp"],
+                         (limit + seconds["exp"]) / total, total / (args.cost_rows * m) * 1e9])
+    print_table(f"cost of one pass over {args.cost_rows:,} x 20 rows, one thread, slices as the pass cuts them: "
+                "limit = the kernel block's GEMM (float64, as scikit-learn's rbf) + K v + K^T u",
+                ["dtype", "m", "pass s", "limit s", "limit / pass", "exp s", "(limit+exp) / pass",
+                 "ns per k(x,c)"], rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default="exactness,cost,learning")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk", type=int, default=50_000)
+    parser.add_argument("--centers", default="2048,8192,16384")
+    parser.add_argument("--alphas", default="0.1")
+    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--max-iter", type=int, default=20)
+    parser.add_argument("--svc-rows", type=int, default=100_000)
+    parser.add_argument("--svc-budget", type=float, default=600.0)
+    parser.add_argument("--no-svc", action="store_true")
+    args = parser.parse_args()
+    args.centers = [int(c) for c in args.centers.split(",")]
+    args.alphas = [float(a) for a in args.alphas.split(",")]
+    args.exact_rows, args.cost_rows, args.cost_centers = [5_000, 10_000], 100_000, [2048, 8192]
+    if args.quick:
+        args.rows, args.chunk, args.svc_rows = 50_000, 10_000, 10_000
+        args.centers = [256, 1024]
+        args.exact_rows, args.cost_rows, args.cost_centers = [2_000], 20_000, [1024]
+    for section in args.sections.split(","):
+        {"learning": learning, "exactness": exactness, "cost": cost}[section](args)
+
+
+if __name__ == "__main__":
+    main()
