@@ -37,7 +37,7 @@ import time
 
 from dask.callbacks import Callback
 
-__all__ = ["ENV", "MINIMUM_SECONDS", "CountBar", "compute", "setting", "where"]
+__all__ = ["ENV", "MINIMUM_SECONDS", "CountBar", "compute", "news", "setting", "where"]
 
 #: The environment variable that switches progress displays: 0 (off), 1 (on), auto (the default).
 ENV = "DKAPPROX_PROGRESS"
@@ -97,6 +97,24 @@ def where(progress=None):
     if on or _isatty(sys.stderr):
         return "terminal"
     return None
+
+
+def news(logger, message, *args):
+    """A line of news from long work (a solver's iteration): to ``logger`` at INFO where a handler takes it
+    (the command line's), else where a person is watching (:func:`where`: stderr on a terminal, the cell's
+    output in Jupyter), else nowhere."""
+    if logger.hasHandlers():
+        logger.info(message, *args)
+        return
+    place = where()
+    if place is None:
+        return
+    stream = sys.stdout if place == "notebook" else sys.stderr
+    try:
+        stream.write((message % args if args else message) + "\n")
+        stream.flush()
+    except (OSError, ValueError):  # a closed stream: the work goes on
+        pass
 
 
 def compute(*objs, progress=None):

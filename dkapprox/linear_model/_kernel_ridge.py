@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .. import _graph, _lazy
+from .. import _graph, _lazy, _progress
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem._rows import row_source
@@ -160,8 +160,9 @@ class _FalkonKernelRidge(BaseEstimator):
             return pre.apply_t(g * factor) + pre.penalty(beta)
 
         def report(iteration, residual):
-            log.info("%s: CG iteration %d, relative residual %.3g (%.1f s)", type(self).__name__, iteration,
-                     residual, time.perf_counter() - started)
+            _progress.news(log, "%s: CG iteration %d of at most %d, relative residual %.3g (tol %g), %.1f s",
+                           type(self).__name__, iteration, self.max_iter, residual, self.tol,
+                           time.perf_counter() - started)
 
         result = conjugate_gradient(apply, pre.apply_t(b * factor), tol=self.tol, max_iter=self.max_iter,
                                     callback=report)

@@ -264,3 +264,25 @@ def test_float32_rbf_slices_are_within_their_derived_bound():
     bound = exact * (0.05 * 22 * eps * norms + 2 * eps)
     for s, K in _rbf32_slices(centers, X):
         assert np.all(np.abs(K - exact[s]) <= bound[s])
+
+
+def test_each_cg_iteration_is_news_where_a_person_is_watching(monkeypatch, capsys, caplog):
+    X, y = regression(n=300)
+    import logging
+
+    kw = dict(kernel="rbf", n_centers=30, max_iter=4, tol=1e-12, random_state=0)
+    logger = logging.getLogger("dkapprox.linear_model")
+    monkeypatch.setattr(logger, "propagate", False)  # no handler takes it (pytest's own sits on the root)
+    monkeypatch.setenv("DKAPPROX_PROGRESS", "1")
+    with pytest.warns(ConvergenceWarning):
+        KernelRidge(**kw).fit(X, y)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "CG iteration" in line]
+    assert len(lines) == 4 and lines[-1].startswith("KernelRidge: CG iteration 4 of at most 4, relative residual")
+    monkeypatch.setenv("DKAPPROX_PROGRESS", "0")
+    with pytest.warns(ConvergenceWarning):
+        KernelRidge(**kw).fit(X, y)
+    assert "CG iteration" not in capsys.readouterr().err
+    monkeypatch.setattr(logger, "propagate", True)
+    with caplog.at_level("INFO", logger="dkapprox"), pytest.warns(ConvergenceWarning):  # a handler (the CLI's)
+        KernelRidge(**kw).fit(X, y)
+    assert sum("CG iteration" in r.getMessage() for r in caplog.records) == 4

@@ -28,8 +28,8 @@ def test_zarr_input_read_once_a_pass_when_it_does_not_fit_and_kept_when_it_does(
         runs = {}
         for fraction in (1e-9, 0.25):  # the input (1.9 MB) is over 1e-9 of the workers' memory, under 0.25
             Xz = io.open_array(tmp_path / "X.zarr")
-            with dask.config.set({"dkapprox.persist-fraction": fraction}), WorkerWatch(client, interval=0.05) as watch, \
-                    get_task_stream(client) as stream:
+            with dask.config.set({"dkapprox.persist-fraction": fraction}), \
+                    WorkerWatch(client, interval=0.05) as watch, get_task_stream(client) as stream:
                 model = KernelRidge(**kw).fit(Xz, y)
             reads = [t for t in stream.data if str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
                      .startswith(Xz.name)]
