@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .. import _graph, _lazy, _progress
+from .. import _graph, _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem._rows import row_source
@@ -76,6 +76,13 @@ class _FalkonKernelRidge(BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+
+    def _check_host(self, X):
+        """The blocks are NumPy (or sparse): refuse device arrays before anything converts or reads them."""
+        meta = getattr(X, "_meta", X) if _lazy.is_lazy(X) and not _lazy.is_dataframe(X) else X
+        if _xp.namespace(meta) is not None:
+            raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
+                             "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
 
     def _kernel(self) -> Kernel:
         """scikit-learn's KernelRidge kernel: a callable takes ``kernel_params``, a name gamma, degree, coef0."""
@@ -329,6 +336,7 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
             Fitted estimator.
         """
         self._validate_params()
+        self._check_host(X)
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)
         n_targets = 1 if y.ndim == 1 else y.shape[1]
         self._fit_targets(X, y, NumericTargets(n_targets), lazy, sample_weight)
@@ -403,6 +411,7 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
             Fitted estimator.
         """
         self._validate_params()
+        self._check_host(X)
         X, y, lazy = check_Xy(self, X, y, y_numeric=False)
         self._binarizer = None
         if lazy:

@@ -286,3 +286,10 @@ def test_each_cg_iteration_is_news_where_a_person_is_watching(monkeypatch, capsy
     with caplog.at_level("INFO", logger="dkapprox"), pytest.warns(ConvergenceWarning):  # a handler (the CLI's)
         KernelRidge(**kw).fit(X, y)
     assert sum("CG iteration" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_device_arrays_are_refused_with_a_clear_message():
+    array_api_strict = pytest.importorskip("array_api_strict")
+    X, y = regression(n=100)
+    with pytest.raises(ValueError, match="device arrays"):
+        KernelRidge(kernel="rbf", n_centers=10).fit(array_api_strict.asarray(X), y)
