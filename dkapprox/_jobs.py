@@ -120,7 +120,14 @@ def parse_storage_options(items) -> dict:
 
 def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAULT_RANDOM_STATE, params=()):
     """The unfitted estimator for ``--method`` and its options; usage errors name the option."""
-    cls = METHODS[method]
+    return build_estimator(METHODS[method], (("n_components", n_components, "--n-components"),
+                                             ("gamma", None if gamma is None else parse_value(gamma), "--gamma")),
+                           random_state=random_state, params=params)
+
+
+def build_estimator(cls, options, *, random_state=DEFAULT_RANDOM_STATE, params=()):
+    """The unfitted ``cls`` from ``--param`` items and ``options``, ``(parameter, value, option)`` triples
+    (None: not given; a given one overrides a ``--param`` of its name); usage errors name the option."""
     name = cls.__name__
     accepted = cls().get_params()
     chosen = {}
@@ -129,8 +136,7 @@ def make_estimator(method, *, n_components=None, gamma=None, random_state=DEFAUL
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
         chosen[key.strip().replace("-", "_")] = parse_value(value)
-    for key, value, option in (("n_components", n_components, "--n-components"),
-                               ("gamma", None if gamma is None else parse_value(gamma), "--gamma")):
+    for key, value, option in options:
         if value is not None:
             if key not in accepted:
                 raise click.UsageError(f"{option}: {name} has no parameter '{key}'")
@@ -263,12 +269,13 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
     return X, (dataset,)
 
 
-def require_workers_see(input_path):
-    """Refuse (UnsharedPathError) a local INPUT that the cluster's workers do not see, before a fit reads it."""
+def require_workers_see(*paths, storage_options=None):
+    """Refuse (UnsharedPathError) a local INPUT (or target) that the cluster's workers do not see, before a fit
+    reads it."""
     from .io._location import locate
     from .io._probe import require_shared
 
-    require_shared(inputs=[locate(input_path)])
+    require_shared(inputs=[locate(path, storage_options) for path in paths])
 
 
 def plan_of(command, input_path, component, X, model, device="cpu", sources=()):
@@ -440,3 +447,108 @@ def summary(report, rows, out):
 
 def _canonical(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+# -- learners: kernel-ridge and predict ---------------------------------------------------------------
+
+
+def check_targets_given(target, target_columns):
+    """Exactly one of --target and --target-column (a usage error otherwise, before anything is opened)."""
+    if (target is None) == (target_columns is None):
+        raise click.UsageError("give the targets: --target (a Zarr array) or --target-column (columns of a Parquet "
+                               "INPUT), one of the two")
+
+
+def open_training_data(path, component=None, *, target=None, target_columns=None, columns=None,
+                       storage_options=None):
+    """``(X, y, sources)``: INPUT's features and their targets, lazily; every check metadata allows, now.
+
+    The targets are a Zarr array (``--target``: 1-D, or 2-D rows x targets, an (n, 1) one read as 1-D),
+    or columns of the Parquet INPUT itself (``--target-column``: the same files, so the same rows in the
+    same order; without ``--columns`` the features are the other columns). A target whose length is not
+    INPUT's rows is bad input (65), refused before any cluster starts.
+    """
+    from . import _lazy
+    from .io import _parquet
+    from .io._zarr_store import open_target
+
+    check_targets_given(target, target_columns)
+    y, where = None, shown(target) if target is not None else None
+    if target_columns is not None:
+        if not _parquet.is_parquet(path, storage_options):
+            raise click.UsageError(f"--target-column: {shown(path)} is a Zarr store, not a Parquet dataset; give "
+                                   "its targets as a Zarr array with --target")
+        try:
+            dataset = _parquet.open_parquet(path, target_columns, storage_options=storage_options)
+        except errors.InputDataError as exc:
+            if getattr(exc, "absent_columns", None):
+                raise click.BadParameter(one_line(exc), param_hint="--target-column") from None
+            raise
+        both = sorted(set(columns or ()) & set(target_columns))
+        if both:
+            raise click.BadParameter(f"column {both[0]!r} is also a feature column (--columns)",
+                                     param_hint="--target-column")
+        if columns is None:
+            columns = tuple(c for c in dataset.column_names if c not in target_columns)
+        y = _lazy.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
+        where = f"{shown(path)} column{'s' if len(target_columns) > 1 else ''} {', '.join(target_columns)}"
+    X, sources = open_data(path, component, storage_options=storage_options, columns=columns)
+    if y is None:
+        y = open_target(target, storage_options=storage_options)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.shape[0] != X.shape[0]:
+        raise errors.InputDataError(f"{where}: {y.shape[0]:,} targets for the {X.shape[0]:,} rows of "
+                                    f"{shown(path)}; the targets must be INPUT's rows, in its order")
+    return X, y, sources
+
+
+def fit_learner(est, X, y):
+    """Fit; warnings (CG that did not converge) become one log line each, as the CLI's messages are."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est.fit(X, y)
+    for warning in caught:
+        log.warning("warning: %s", " ".join(str(warning.message).split()))
+    return est
+
+
+def describe_fit(est) -> str:
+    """What a kernel ridge fit did, in a few words: its centers, CG iterations, residual and passes."""
+    residual = float(est.residuals_[-1]) if len(est.residuals_) else 0.0
+    converged = "" if residual <= est.tol else f" > tol={est.tol:g}: did not converge"
+    kept = "kept in the workers' memory" if est.input_persisted_ else "read every pass"
+    return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
+            f"{est.n_iter_} CG iterations, relative residual {residual:.3g}{converged}, {est.passes_} passes "
+            f"over the input ({kept})")
+
+
+def refuse_unless_able(model, method, command):
+    """A model without ``method`` (a feature map asked to predict, a learner to transform): usage error 2."""
+    if hasattr(model, method):
+        return
+    name = type(model).__name__
+    other = {"transform": "`dkapprox predict`", "predict": "`dkapprox transform`",
+             "decision_function": "`dkapprox predict` without --scores"}[method]
+    what = "a feature map" if hasattr(model, "transform") else "a learner" if hasattr(model, "predict") else "a model"
+    raise click.UsageError(f"{command}: the model is {what} ({name}), which has no {method}; use {other}")
+
+
+def predictions(model, X, scores=False):
+    """``predict`` (a classifier's labels) or, with ``scores``, ``decision_function``, as 2-D (rows, outputs):
+    a store holds 2-D blocks, so one output is one column."""
+    out = model.decision_function(X) if scores else model.predict(X)
+    if np.dtype(out.dtype).kind not in "biuf":
+        raise click.UsageError(f"predict: {type(model).__name__}'s classes are {out.dtype} labels, which a store "
+                               "does not hold; write the scores with --scores")
+    return out[:, None] if out.ndim == 1 else out
+
+
+def prediction_names(width, scores=False):
+    """The columns of a Parquet --out of ``predict``: prediction (or score), numbered when several."""
+    stem = "score" if scores else "prediction"
+    return [stem] if width == 1 else [f"{stem}{i}" for i in range(width)]

@@ -7,9 +7,11 @@ retry from a fix:
 0     done
 1     internal error (a bug: rerun with --debug and report the traceback)
 2     usage: unknown option, method or estimator parameter; --columns or --keep-columns names a column the
-      Parquet dataset lacks; --keep-columns without a Parquet INPUT and a Parquet --out (.parquet)
+      Parquet dataset lacks; --keep-columns without a Parquet INPUT and a Parquet --out (.parquet); a
+      model without what the command needs (predict with a feature map, transform with a learner)
 65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model; a Parquet column
-      that is not numeric, holds nulls (found when its file is read), or changes type between files
+      that is not numeric, holds nulls (found when its file is read), or changes type between files;
+      kernel-ridge's targets not one a row of INPUT (found before a cluster starts)
 66    input missing: no store, array, model or Parquet data file at the path
 69    unavailable: a URL's protocol needs a package that is not installed (the message names it), or
       --device cuda finds no CuPy or no GPU
@@ -39,6 +41,7 @@ Errors are one line on stderr; ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -53,20 +56,29 @@ from . import errors
 from ._jobs import (
     DEFAULT_RANDOM_STATE,
     METHODS,
+    build_estimator,
     check_parquet_out,
+    check_targets_given,
+    describe_fit,
     describe_model,
     feature_names,
+    fit_learner,
     is_parquet_out,
     make_estimator,
     on_device,
     one_line,
     open_data,
+    open_training_data,
     parse_columns,
     parse_storage_options,
+    parse_value,
     plan_of,
+    prediction_names,
+    predictions,
     refuse_existing_model,
     refuse_host_only,
     refuse_missing_bucket,
+    refuse_unless_able,
     require_workers_see,
     shown,
     storable,
@@ -222,11 +234,12 @@ def storage_options(fn):
                              "never printed or recorded.")(fn)
 
 
-def write_options(fn):
-    fn = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-                      help="Where blocks are computed: cuda reads Zarr on the host, computes each block on its "
-                           "worker's GPU (CuPy) and writes from the host; without CuPy or a GPU it exits 69. "
-                           "See `dkapprox cluster-config cuda`.")(fn)
+def write_options(fn, device=True):
+    if device:
+        fn = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                          help="Where blocks are computed: cuda reads Zarr on the host, computes each block on its "
+                               "worker's GPU (CuPy) and writes from the host; without CuPy or a GPU it exits 69. "
+                               "See `dkapprox cluster-config cuda`.")(fn)
     fn = click.option("--wait-timeout", type=Duration(), metavar="DURATION",
                       help="Wait at most this long for another run writing --out, e.g. 2h, then exit 75 "
                            "(implies --wait; --wait alone waits up to a day).")(fn)
@@ -313,7 +326,8 @@ def _wait(flag, timeout):
 @click.option("--quiet", "-q", is_flag=True, help="Only errors on stderr (no log lines).")
 @click.version_option(__version__, message="dkapprox %(version)s")  # the wheel's version too (pyproject reads it)
 def dkapprox(debug, quiet):
-    """Kernel approximation and random projection on Zarr data (or Parquet datasets) far larger than memory.
+    """Kernel approximation, random projection and kernel ridge on Zarr data (or Parquet datasets) far larger
+    than memory.
 
     Exit codes: 0 done, 2 usage, 65 bad input data (verify: the store
     failed its checks), 66 input missing, 69 a package a URL needs is missing (or CuPy or a GPU for --device cuda),
@@ -394,6 +408,7 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, k
     keep = parse_columns(keep_columns, "--keep-columns")
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
+    refuse_unless_able(model, "transform", "transform")
     refuse_host_only(model, device)
     X, sources = open_data(input_path, component, block_rows, storage_options=options,
                            columns=parse_columns(columns))
@@ -401,19 +416,26 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, k
     blocks, back = on_device(X, device)  # --device cuda without CuPy or a GPU fails here
     features = storable(back(model.transform(blocks)))  # lazy: a wrong width fails here, before a cluster starts
     plan = plan_of("transform", input_path, component, X, model, device, sources)
-    if is_parquet_out(out_path):
-        names = feature_names(model, keep)
-        with _client(cluster_config, scheduler, start_timeout) as client:
-            report = write_parquet(client, features, out_path, dataset=sources[0], names=names, keep=keep,
-                                   plan=plan, overwrite=overwrite, progress=_progress(progress), wait=wait,
-                                   compression=None if compression == "none" else compression,
-                                   storage_options=options)
-        click.echo(summary(report, X.shape[0], out_path))
-        return
-    with _client(cluster_config, scheduler, start_timeout) as client:
-        report = write(client, features, out_path, plan=plan, overwrite=overwrite, storage_options=options,
-                        wait=wait, refresh=refresh, progress=_progress(progress),
-                        compression=None if compression == "none" else compression, sources=sources)
+    names = feature_names(model, keep) if is_parquet_out(out_path) else None
+    _store(features, out_path, X, plan, sources, names, keep, overwrite=overwrite, refresh=refresh, wait=wait,
+           progress=progress, compression=compression, options=options,
+           cluster=(cluster_config, scheduler, start_timeout))
+
+
+def _store(values, out_path, X, plan, sources, names, keep, *, overwrite, refresh, wait, progress, compression,
+           options, cluster):
+    """Write a job's lazy output to --out, a Parquet dataset (columns ``names``) or a Zarr store, resumable;
+    print what was written."""
+    compression = None if compression == "none" else compression
+    with _client(*cluster) as client:
+        if is_parquet_out(out_path):
+            report = write_parquet(client, values, out_path, dataset=sources[0], names=names, keep=keep, plan=plan,
+                                   overwrite=overwrite, progress=_progress(progress), wait=wait,
+                                   compression=compression, storage_options=options)
+        else:
+            report = write(client, values, out_path, plan=plan, overwrite=overwrite, storage_options=options,
+                           wait=wait, refresh=refresh, progress=_progress(progress), compression=compression,
+                           sources=sources)
     click.echo(summary(report, X.shape[0], out_path))
 
 
@@ -473,6 +495,137 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
                         storage_options=options, wait=wait, refresh=refresh, progress=_progress(progress),
                         compression=None if compression == "none" else compression, sources=sources)
     click.echo(summary(report, X.shape[0], out_path))
+
+
+def kernel_ridge_options(fn):
+    from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
+
+    from .linear_model import KernelRidge
+    from .nystroem.landmarks import SELECTORS
+
+    default = KernelRidge().get_params()
+    fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+                      help="Any other parameter of KernelRidge (repeatable), e.g. --param degree=3, --param "
+                           'center_params={"n_iter":2}, --param alpha=[0.1,1] (one alpha a target).')(fn)
+    fn = click.option("--random-state", type=int, default=DEFAULT_RANDOM_STATE, show_default=True,
+                      help="Seed of the choice of centers (fixed, so that a rerun fits the same model).")(fn)
+    fn = click.option("--max-iter", type=click.IntRange(min=1),
+                      help=f"At most this many CG iterations, a pass over INPUT each "
+                           f"[default: {default['max_iter']}].")(fn)
+    fn = click.option("--tol", type=float, help="CG stops when the relative residual is at most this "
+                                                f"[default: {default['tol']:g}].")(fn)
+    fn = click.option("--gamma", help="Kernel parameter of rbf, laplacian, poly, sigmoid, chi2 [default: "
+                                      "1 / n_features].")(fn)
+    fn = click.option("--kernel", type=click.Choice(sorted(PAIRWISE_KERNEL_FUNCTIONS)),
+                      help=f"The kernel, as scikit-learn's KernelRidge names it [default: {default['kernel']}].")(fn)
+    fn = click.option("--alpha", type=float, help=f"Regularization strength [default: {default['alpha']:g}].")(fn)
+    fn = click.option("--centers", type=click.Choice(list(SELECTORS)),
+                      help="How the centers are chosen, as Nystroem's landmarks are "
+                           f"[default: {default['centers']}].")(fn)
+    return click.option("--n-centers", type=click.IntRange(min=1),
+                        help="Nystroem centers m [default: min(1000, rows)]; Falkon's advice: of order sqrt(rows). "
+                             "The driver holds a few m x m float64 matrices (2 GiB each at m = 16,384).")(fn)
+
+
+@dkapprox.command("kernel-ridge")
+@click.argument("input_path", metavar="INPUT")
+@click.option("--target", type=click.Path(), metavar="TARGET",
+              help="The targets: a Zarr array (a local path or URL; an array in a group is GROUP/NAME), 1-D or "
+                   "(rows, targets), one row per row of INPUT, in its order.")
+@click.option("--target-column", "target_column", metavar="NAME[,NAME]",
+              help="INPUT is a Parquet dataset: the targets are this column of it (several: one target each), "
+                   "read from the same files; without --columns the features are the other columns.")
+@click.option("--classify", is_flag=True,
+              help="The targets are class labels: KernelRidgeClassifier (one-vs-rest on +1/-1), else KernelRidge.")
+@kernel_ridge_options
+@click.option("--component", help="Array inside the INPUT group.")
+@columns_option
+@click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
+@storage_options
+@cluster_options
+def kernel_ridge(input_path, target, target_column, classify, n_centers, centers, alpha, kernel, gamma, tol,
+                 max_iter, random_state, params, component, columns, model_path, overwrite, progress,
+                 storage_option_items, cluster_config, scheduler, start_timeout):
+    """Fit kernel ridge regression (--classify: classification) on INPUT (a Zarr array, or a Parquet dataset's
+    --columns) and its targets, and save it to --out.
+
+    Falkon's preconditioned conjugate gradient over n_centers Nystroem centers: the centers' passes, then
+    one pass over INPUT for the right-hand side and one per CG iteration, each logged; the n x m kernel
+    matrix is never stored. `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
+    from . import models
+    from .linear_model import KernelRidge, KernelRidgeClassifier
+
+    options = parse_storage_options(storage_option_items) or None
+    est = build_estimator(KernelRidgeClassifier if classify else KernelRidge, (
+        ("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"), ("alpha", alpha, "--alpha"),
+        ("kernel", kernel, "--kernel"), ("gamma", None if gamma is None else parse_value(gamma), "--gamma"),
+        ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter")), random_state=random_state, params=params)
+    target_columns = parse_columns(target_column, "--target-column")
+    check_targets_given(target, target_columns)
+    refuse_existing_model(model_path, overwrite, options)
+    # metadata only: a missing target (66), a wrong length (65) fail before a cluster starts
+    X, y, _ = open_training_data(input_path, component, target=target, target_columns=target_columns,
+                                 columns=parse_columns(columns), storage_options=options)
+    _progress(progress)
+    with _client(cluster_config, scheduler, start_timeout):
+        require_workers_see(input_path, *([target] if target else []), storage_options=options)
+        started = time.perf_counter()
+        fit_learner(est, X, y)
+        seconds = time.perf_counter() - started
+    models.save(est, model_path, overwrite=overwrite, storage_options=options)
+    targets = shown(target) if target else f"column {', '.join(target_columns)}"
+    click.echo(f"fitted {describe_model(est)} on {shown(input_path)} ({X.shape[0]:,} x {X.shape[1]:,}; targets: "
+               f"{targets}) in {seconds:.1f} s: {describe_fit(est)}; model: {shown(model_path)} "
+               f"({models.fingerprint(est)})")
+
+
+@dkapprox.command()
+@click.argument("input_path", metavar="INPUT")
+@click.option("--model", "model_path", required=True, type=click.Path(),
+              help="Model written by `dkapprox kernel-ridge` (or any saved model that predicts).")
+@click.option("--out", "out_path", required=True, type=click.Path(),
+              help="Output Zarr store of (rows, outputs), or a Parquet dataset (a folder of one part a block) if "
+                   "its name ends in .parquet, .parq or .pq.")
+@click.option("--scores", is_flag=True,
+              help="A classifier's decision_function (one column a class; one for two classes) instead of its "
+                   "labels.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
+@columns_option
+@keep_columns_option
+@functools.partial(write_options, device=False)
+@storage_options
+@cluster_options
+def predict(input_path, model_path, out_path, scores, component, overwrite, columns, keep_columns, block_rows,
+            compression, storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
+            wait_timeout, refresh):
+    """Predict INPUT's rows (a Zarr array, or a Parquet dataset's --columns) with a saved model into --out
+    (resumable: rerun to finish).
+
+    The store holds one row per row of INPUT: the predictions (a classifier's labels, or with --scores its
+    decision_function), one column per target, so one column for a single target. It is written, leased,
+    resumed, refreshed and verified (`dkapprox verify`) as `transform`'s output is."""
+    from . import models
+
+    wait = _wait(wait, wait_timeout)
+    _refresh_or_overwrite(refresh, overwrite)
+    options = parse_storage_options(storage_option_items) or None
+    keep = parse_columns(keep_columns, "--keep-columns")
+    refuse_missing_bucket(out_path, options)
+    model = models.load(model_path, storage_options=options)
+    refuse_unless_able(model, "decision_function" if scores else "predict", "predict")
+    X, sources = open_data(input_path, component, block_rows, storage_options=options,
+                           columns=parse_columns(columns))
+    check_parquet_out(input_path, out_path, keep, sources, refresh, compression)
+    values = predictions(model, X, scores)  # lazy: a wrong width fails here, before a cluster starts
+    plan = {**plan_of("predict", input_path, component, X, model, "cpu", sources),
+            "output": "decision_function" if scores else "predict"}
+    names = prediction_names(values.shape[1], scores) if is_parquet_out(out_path) else None
+    _store(values, out_path, X, plan, sources, names, keep, overwrite=overwrite, refresh=refresh, wait=wait,
+           progress=progress, compression=compression, options=options,
+           cluster=(cluster_config, scheduler, start_timeout))
 
 
 @dkapprox.command()

@@ -105,6 +105,21 @@ def open_array(source, component=None, *, max_chunks=10_000_000, max_chunk_bytes
     return zarr_as_dask(node, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
 
 
+def open_target(source, *, storage_options=None):
+    """Targets as a dask array: a 1-D Zarr array (one per sample) or a 2-D one (samples x targets).
+
+    The command line's ``--target`` (``dkapprox kernel-ridge``); checked as :func:`open_array`
+    checks a samples x features array (metadata only, numeric, sane chunks), read lazily. An
+    array inside a group is named by its path (``data.zarr/y``).
+    """
+    node, where = open_node(source, storage_options=storage_options)
+    if _is_group(node):
+        arrays = sorted(name for name, _ in node.arrays())
+        raise InputDataError(f"{where}: is a Zarr group, not an array of targets; name the array inside it "
+                             f"(arrays here: {', '.join(arrays) if arrays else 'none'}), e.g. {where}/y")
+    return zarr_as_dask(node, where, ndims=(1, 2))
+
+
 def open_features(path, *, allow_incomplete=False, storage_options=None):
     """The features of a dkapprox output store as a dask array.
 
@@ -218,15 +233,19 @@ def _is_group(node) -> bool:
     return isinstance(node, zarr.Group)
 
 
-def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
-    """Shape, chunks and dtype of a zarr array, refused unless usable; Python ints only."""
+def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32, ndims=(2,)):
+    """Shape, chunks and dtype of a zarr array, refused unless usable; Python ints only.
+
+    ``ndims``: the dimensions accepted, (2,) for samples x features, (1, 2) for targets.
+    """
     with reading(where):
         shape = tuple(int(s) for s in z.shape)
         chunks = tuple(int(c) for c in z.chunks)
         dtype = z.dtype
-    if len(shape) != 2:
-        raise InputDataError(f"{where}: expected a 2-D array (samples x features), got {len(shape)}-D "
-                             f"with shape {shape}")
+    if len(shape) not in ndims:
+        expected = "a 2-D array (samples x features)" if ndims == (2,) else \
+            "a 1-D array of targets, or a 2-D one (samples x targets)"
+        raise InputDataError(f"{where}: expected {expected}, got {len(shape)}-D with shape {shape}")
     try:
         dtype = np.dtype(dtype)
     except TypeError as exc:
@@ -247,17 +266,18 @@ def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**3
     return shape, chunks, dtype
 
 
-def zarr_as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32):
+def zarr_as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32, ndims=(2,)):
     """A checked zarr array as a dask array aligned to its chunks (read lazily, lock-free)."""
     import dask.array as da
     from dask.base import tokenize
 
-    shape, chunks, dtype = check_zarr_metadata(z, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes)
+    shape, chunks, dtype = check_zarr_metadata(z, where, max_chunks=max_chunks, max_chunk_bytes=max_chunk_bytes,
+                                               ndims=ndims)
     with reading(where):
         metadata = json.dumps(z.metadata.to_dict(), sort_keys=True, default=str)
     name = f"zarr-{tokenize(where, metadata)}"
     return da.from_array(z, chunks=chunks, name=name, lock=False, inline_array=False,
-                         meta=np.empty((0, 0), dtype=dtype))
+                         meta=np.empty((0,) * len(shape), dtype=dtype))
 
 
 # -- dkapprox output stores ---------------------------------------------------------

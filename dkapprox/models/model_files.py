@@ -217,8 +217,12 @@ def describe(path, *, storage_options=None) -> dict:
     """A JSON-safe description of a model directory, read from its model.json alone.
 
     ``kind`` is ``"model"``; then class, params, arrays (dtype, shape),
-    n_features_in, state_bytes, fingerprint, format and package versions, and
-    when it was saved. No array is read: :func:`load` checks them.
+    n_features_in, ``fitted`` (the fitted attributes that are one number, bool
+    or word: a CG's ``n_iter_`` and ``passes_``; and an iterative solver's
+    ``final_residual``, the last of its ``residuals_``), state_bytes,
+    fingerprint, format and package versions, and when it was saved. No array
+    is read but ``residuals_`` (checked against its checksum): :func:`load`
+    checks them.
     ``dkapprox info PATH`` prints this for a model directory, and
     :func:`dkapprox.io.describe` for a Zarr store.
 
@@ -244,16 +248,43 @@ def describe(path, *, storage_options=None) -> dict:
     path = folder.name
     document = _read_document(folder)
     attributes = document["estimator"]["attributes"]
-    return {
+    described = {
         "kind": "model", "path": path, "class": document["class"],
         "params": document["estimator"]["params"],
         "arrays": {name: {"dtype": np.dtype(e["dtype"]).name, "shape": e["shape"]}
                    for name, e in document["arrays"].items()},
         "n_features_in": attributes.get("n_features_in_"),
+        "fitted": _scalars(attributes),
         "state_bytes": document.get("state_bytes"), "fingerprint": document.get("fingerprint"),
         "format_version": document["format_version"], "package_version": document.get("package_version"),
         "saved": document.get("saved"),
     }
+    history = attributes.get(RESIDUALS)
+    name = history.get("__ndarray__") if isinstance(history, dict) else None
+    if isinstance(name, str) and name in document["arrays"]:
+        residuals = _read_array(folder, name, document["arrays"][name])  # its checksum, dtype and shape checked
+        if residuals.ndim == 1 and residuals.size and residuals.dtype.kind == "f":
+            described["fitted"]["final_residual"] = float(residuals[-1])
+    return described
+
+
+#: an iterative solver's history (KernelRidge's CG: the relative residual after each iteration), whose last value
+#: ``describe`` shows as ``final_residual``: the one array it reads (a few hundred bytes, checked like any)
+RESIDUALS = "residuals_"
+
+
+def _scalars(attributes) -> dict:
+    """The public fitted attributes that are one number, bool or word (``n_iter_``, ``passes_``), as JSON."""
+    scalars = {}
+    for name, value in sorted(attributes.items()):
+        if isinstance(value, dict) and "__scalar__" in value:
+            value = value.get("value")
+        elif isinstance(value, dict) and "__float__" in value:
+            value = value["__float__"]
+        if not name.startswith("_") and name != "n_features_in_" and (
+                value is None or isinstance(value, (bool, int, float, str))):
+            scalars[name] = value
+    return scalars
 
 
 # -- reading -------------------------------------------------------------------------

@@ -18,7 +18,14 @@ from sklearn.linear_model import SGDRegressor
 from dkapprox import io
 from dkapprox.errors import InputMissingError, ModelFileError, OutputExistsError
 from dkapprox.kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
-from dkapprox.linear_model import Incremental, Ridge, RidgeClassifier, RidgeCV
+from dkapprox.linear_model import (
+    Incremental,
+    KernelRidge,
+    KernelRidgeClassifier,
+    Ridge,
+    RidgeClassifier,
+    RidgeCV,
+)
 from dkapprox.models import describe, fingerprint, load, save
 from dkapprox.models._state_codec import public_estimators
 from dkapprox.nystroem import Nystroem
@@ -57,12 +64,15 @@ MODELS = [
     (Ridge(alpha=0.5), X64),
     (RidgeCV(alphas=(0.1, 1.0)), X64),
     (RidgeClassifier(), X64),
+    (KernelRidge(kernel="rbf", n_centers=20, random_state=0), X64),
+    (KernelRidge(alpha=0.1, kernel="laplacian", n_centers=15, centers="kmeans", random_state=0), X32),
+    (KernelRidgeClassifier(kernel="rbf", n_centers=20, random_state=0), X32),
 ]
 
 
 def _fit(est, X):
     est = clone(est)
-    if isinstance(est, RidgeClassifier):
+    if isinstance(est, (RidgeClassifier, KernelRidgeClassifier)):
         return est.fit(X, LABELS)
     if type(est).__module__.startswith("dkapprox.linear_model"):
         return est.fit(X, Y)
@@ -288,3 +298,27 @@ def test_describe_a_model(tmp_path):
     # dkapprox.io describes Zarr stores only (it sits below the estimators); `dkapprox info` describes either
     with pytest.raises(InputMissingError, match="no Zarr array or group there"):
         io.describe(tmp_path / "m")
+
+
+def test_describe_shows_scalar_fitted_attributes_and_the_final_residual(tmp_path):
+    """A learner's fit facts without loading it: the scalars of the JSON, and the last of an iterative
+    solver's residuals_ (the one array describe reads, checked like any)."""
+    est = KernelRidge(alpha=0.1, kernel="rbf", n_centers=20, random_state=0).fit(X64, Y)
+    save(est, tmp_path / "m")
+    d = describe(tmp_path / "m")
+    json.dumps(d)
+    assert d["fitted"] == {"center_passes_": est.center_passes_, "input_persisted_": False, "n_iter_": est.n_iter_,
+                           "passes_": est.passes_, "final_residual": float(est.residuals_[-1])}
+    assert d["arrays"]["centers_"]["shape"] == [20, 9] and d["params"]["kernel"] == "rbf"
+    assert describe_fitted_of(RBFSampler(n_components=4, random_state=0).fit(X64), tmp_path / "r") == {}
+    residuals = tmp_path / "m" / "arrays" / "residuals_.npy"
+    data = bytearray(residuals.read_bytes())
+    data[-1] ^= 1
+    residuals.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="residuals_.npy: checksum mismatch"):
+        describe(tmp_path / "m")
+
+
+def describe_fitted_of(est, path):
+    save(est, path)
+    return describe(path)["fitted"]
