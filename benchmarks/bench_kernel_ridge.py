@@ -11,6 +11,8 @@ Sections (``--sections``, comma separated):
   and 10,000 rows, at m = n and m = n / 10, and the dense solve of the same Nystroem problem.
 * ``cost``: one pass's time per block against its limit, the block's three products alone
   (``X C^T``, ``K v``, ``K^T u``) and the exponential, one thread.
+* ``out_of_core``: a 16,000,000 x 20 float32 Zarr input (1.19 GiB) on LocalCluster(2 workers x 1
+  thread, 600 MiB each): not persisted, read once a pass; peak RSS, spilled bytes, pauses, restarts.
 
     python benchmarks/bench_kernel_ridge.py                          # everything (about 25 minutes)
     python benchmarks/bench_kernel_ridge.py --quick                  # 50,000 rows, small m (about 2 minutes)
@@ -63,7 +65,7 @@ def learning(args):
         timed("Nystroem(2048)+RidgeClassifier",
               make_pipeline(Nystroem(gamma=data["gamma"], n_components=2048, random_state=0),
                             RidgeClassifier(alpha=1e-2)),
-              lambda m: ["-", "-", 2, "-"])
+              lambda p: ["-", "-", p[0].landmark_passes_ + 1, "-"])
         for m in args.centers:
             for alpha in args.alphas:
                 clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=data["gamma"], n_centers=m,
@@ -123,7 +125,7 @@ def exactness(args):
 def cost(args):
     from threadpoolctl import threadpool_limits
 
-    from dkapprox.linear_model._falkon import SLICE_ELEMENTS, Centers, PassState, normal_partial
+    from dkapprox.linear_model._falkon import RBF32_SLICE_ELEMENTS, SLICE_ELEMENTS, Centers, PassState, normal_partial
     from dkapprox.nystroem.kernels import Kernel
 
     rng = np.random.default_rng(0)
@@ -133,13 +135,16 @@ def cost(args):
         for m in args.cost_centers:
             C = X[:m].copy()
             state = PassState(Centers(Kernel("rbf", (("gamma", 0.05),)), C), rng.normal(size=(m, 1)))
-            r = max(1, SLICE_ELEMENTS // m)  # the pass's slice of rows
-            x, c64 = X[:r].astype(np.float64), C.astype(np.float64)
-            D, K, v = np.empty((r, m)), np.empty((r, m), dtype=dtype), state.v.astype(dtype)
-            K[...] = 0.5
+            # the pass's slice of rows, and its distances' dtype (float32 rows: a float32 product)
+            elements = RBF32_SLICE_ELEMENTS if dtype == np.float32 else SLICE_ELEMENTS
+            r = max(1, elements // m)
+            x, c = X[:r].astype(dtype), C.astype(dtype)
+            D, K, v = np.empty((r, m), dtype=dtype), np.empty((r, m), dtype=dtype), state.v.astype(dtype)
+            exponents = np.full((r, m), -0.5, dtype=dtype)
+            u = K[:, :1].copy()
             reps = args.cost_rows // r
-            parts = {"gemm": lambda: np.matmul(x, c64.T, out=D), "exp": lambda: np.exp(K, out=K),
-                     "Kv": lambda: K @ v, "KTu": lambda: K.T @ (K[:, :1])}
+            parts = {"gemm": lambda: np.matmul(x, c.T, out=D), "exp": lambda: np.exp(exponents, out=K),
+                     "Kv": lambda: K @ v, "KTu": lambda: K.T @ u}
             seconds = {}
             with threadpool_limits(1):
                 normal_partial(0, state, X[:2000])
@@ -156,14 +161,55 @@ def cost(args):
             rows.append([np.dtype(dtype).name, m, total, limit, limit / total, seconds["exp"],
                          (limit + seconds["exp"]) / total, total / (args.cost_rows * m) * 1e9])
     print_table(f"cost of one pass over {args.cost_rows:,} x 20 rows, one thread, slices as the pass cuts them: "
-                "limit = the kernel block's GEMM (float64, as scikit-learn's rbf) + K v + K^T u",
+                "limit = the kernel block's GEMM (in the rows' dtype, as the pass makes it) + K v + K^T u",
                 ["dtype", "m", "pass s", "limit s", "limit / pass", "exp s", "(limit+exp) / pass",
                  "ns per k(x,c)"], rows)
 
 
+def out_of_core(args):
+    """A Zarr input larger than the workers' memory limits together: read once a pass, nothing spilled."""
+    import tempfile
+
+    import zarr
+    from distributed import Client, LocalCluster
+
+    from dkapprox import io
+    from dkapprox.cluster import WorkerWatch
+    from dkapprox.linear_model import KernelRidge
+
+    rows, chunk = args.ooc_rows, 250_000
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        store = zarr.create_array(f"{tmp}/X.zarr", shape=(rows, 20), chunks=(chunk, 20), dtype=np.float32)
+        rng = np.random.default_rng(0)
+        y = np.empty(rows)
+        for lo in range(0, rows, chunk):
+            block = rng.normal(size=(min(chunk, rows - lo), 20)).astype(np.float32)
+            store[lo : lo + len(block)] = block
+            y[lo : lo + len(block)] = np.sin(block[:, 0]) + 0.1 * rng.normal(size=len(block))
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=args.ooc_limit,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            X = io.open_array(f"{tmp}/X.zarr")
+            model = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.05, n_centers=args.ooc_centers, tol=1e-12,
+                                max_iter=args.ooc_iter, random_state=0)
+            start = time.perf_counter()
+            with WorkerWatch(client, interval=0.2) as watch, warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # max_iter is the point here, not convergence
+                model.fit(X, y)
+            seconds = time.perf_counter() - start
+            report = watch.report
+    limit = sum(report.memory_limit.values())
+    print_table(f"out of core: {rows:,} x 20 float32 Zarr ({X.nbytes / 2**30:.2f} GiB) on LocalCluster(2x1, "
+                f"memory_limit={args.ooc_limit} each: {limit / 2**30:.2f} GiB together), m={args.ooc_centers}",
+                ["fit s", "passes", "s a pass", "persisted", "peak worker RSS MiB", "spilled MiB", "paused",
+                 "restarts"],
+                [[seconds, model.passes_, seconds / model.passes_, model.input_persisted_,
+                  max(report.peak_rss.values()) / 2**20, sum(report.spilled_bytes.values()) / 2**20,
+                  len(report.paused), report.restarts]])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sections", default="exactness,cost,learning")
+    parser.add_argument("--sections", default="exactness,cost,out_of_core,learning")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=50_000)
@@ -174,6 +220,11 @@ def main():
     parser.add_argument("--svc-rows", type=int, default=100_000)
     parser.add_argument("--svc-budget", type=float, default=600.0)
     parser.add_argument("--no-svc", action="store_true")
+    parser.add_argument("--ooc-rows", type=int, default=16_000_000)
+    parser.add_argument("--ooc-limit", default="600MiB")
+    parser.add_argument("--ooc-centers", type=int, default=512)
+    parser.add_argument("--ooc-iter", type=int, default=5)
+    parser.add_argument("--dir", default=None, help="where the out-of-core section writes its Zarr input")
     args = parser.parse_args()
     args.centers = [int(c) for c in args.centers.split(",")]
     args.alphas = [float(a) for a in args.alphas.split(",")]
@@ -182,8 +233,9 @@ def main():
         args.rows, args.chunk, args.svc_rows = 50_000, 10_000, 10_000
         args.centers = [256, 1024]
         args.exact_rows, args.cost_rows, args.cost_centers = [2_000], 20_000, [1024]
+        args.ooc_rows, args.ooc_limit = 1_000_000, "1GiB"
     for section in args.sections.split(","):
-        {"learning": learning, "exactness": exactness, "cost": cost}[section](args)
+        {"learning": learning, "exactness": exactness, "cost": cost, "out_of_core": out_of_core}[section](args)
 
 
 if __name__ == "__main__":

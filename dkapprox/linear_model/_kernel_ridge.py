@@ -253,7 +253,7 @@ _ATTRIBUTES = """
         Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
     n_iter_ : int
         CG iterations run.
-    residuals_ : ndarray of shape (n_iter_,)
+    residuals_ : ndarray of shape (``n_iter_``,)
         The largest relative preconditioned residual over the targets after each iteration.
     passes_ : int
         Passes over the data: the centers' (``center_passes_``), one for the right-hand side, one an
