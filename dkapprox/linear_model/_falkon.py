@@ -26,12 +26,15 @@ float64. The ``n x m`` kernel matrix is never stored.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
+from threadpoolctl import threadpool_limits
 
 from .. import _jit
 from .._graph import SizedState
@@ -173,7 +176,8 @@ class Preconditioner:
         scale = self.jitter / (m * np.finfo(np.float64).eps)
         while self.T is None:  # a kernel of low rank may round a little below zero: grow the jitter
             try:
-                self.T = np.linalg.cholesky(K_cc + self.jitter * np.eye(m), upper=True)
+                with _factor_threads(m):
+                    self.T = np.linalg.cholesky(K_cc + self.jitter * np.eye(m), upper=True)
             except np.linalg.LinAlgError:
                 if self.jitter >= MAX_JITTER * scale:
                     raise ValueError(_NOT_PD.format(what="the kernel matrix of the centers")) from None
@@ -182,12 +186,19 @@ class Preconditioner:
 
     def set_weight_total(self, weight_total):
         m = self.T.shape[0]
-        TTt = self.T @ self.T.T
+        with _factor_threads(m):
+            upper, info = scipy.linalg.lapack.dlauum(self.T, lower=0)  # T T^T, upper triangle: m^3 / 3
+        if info != 0:
+            raise RuntimeError(f"LAPACK dlauum failed (info={info}) on the {m} x {m} center factor.")
+        TTt = np.triu(upper)
+        TTt += np.triu(upper, 1).T
+        del upper
         TTt *= weight_total / m
         for alpha in np.unique(self.alphas):
             M = TTt.copy()
             M[np.diag_indices(m)] += alpha
-            self.A[float(alpha)] = _cholesky(M, what="Falkon's preconditioner")
+            with _factor_threads(m):
+                self.A[float(alpha)] = _cholesky(M, what="Falkon's preconditioner")
 
     def _columns(self, v, fn):
         if len(self.A) == 1:
@@ -209,6 +220,17 @@ class Preconditioner:
     def penalty(self, v):
         """``alpha A^-T A^-1 v``: ``B^T (alpha T^T T) B v``."""
         return self._columns(v, lambda A, x: _solve_upper(A, _solve_upper(A, x), trans=True)) * self.alphas
+
+
+#: above this many centers the m x m factorizations run on one BLAS thread: OpenBLAS 0.3.31's threaded
+#: Cholesky (dpotrf: numpy's and scipy's) and ``T @ T.T`` (dsyrk) segfaulted here at m = 16,384 on two
+#: threads and ran on one (54 s); m = 8,192 ran on two. The same class of crash as OpenBLAS#1413 and
+#: numpy#19685 (threaded syrk on large matrices); a crash cannot be caught, so it is avoided.
+ONE_THREAD_ABOVE = 8192
+
+
+def _factor_threads(m):
+    return threadpool_limits(1) if m > ONE_THREAD_ABOVE else contextlib.nullcontext()
 
 
 def _solve_upper(U, x, trans=False):
