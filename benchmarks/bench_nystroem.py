@@ -34,13 +34,31 @@
    restricted: ``landmark_passes_`` and the block reads counted.
 6. What rank restriction costs: fit seconds and transform microseconds per row
    of restricted Nystroem(m, l) against plain Nystroem(m) and Nystroem(l).
-7. RPCholesky's subsample: the error of rank-restricted RPCholesky landmarks
-   from a uniform subsample of s rows, as a ratio to RPCholesky on all the rows
-   (the choice of ``landmark_params={'sample_size': ...}``'s default).
+7. RPCholesky's and recursive leverage's subsample: the error of rank-restricted
+   landmarks from a uniform subsample of s rows, as a ratio to the same method on
+   all the rows (the choice of ``landmark_params={'sample_size': ...}``'s default).
+8. Learning at the same output width m (section "learning"): on the learning
+   study's synthetic data (examples/learning_study.py ``synthetic()``; 200,000
+   training rows in 50,000-row chunks, ``--learning-rows 1000000`` for 10^6),
+   Nystroem(m) + RidgeClassifier(alpha=1e-2) on LocalCluster(2 workers x 1
+   thread), m = 256 and 1024: test accuracy and fit / predict seconds of the
+   best options (kmeans with n_iter=1 and rpcholesky, both with l = 4m) against
+   uniform landmarks, side by side.
+
+9. Where leverage landmarks beat uniform ones (section "leverage"): the
+   Frobenius error on the fitted rows as a ratio to the optimum for uniform,
+   'leverage' and sampling by the exact ridge leverage scores (from the kernel's
+   eigendecomposition, at the same ridge: the most such scores can give), on
+   digits (two gammas) and 3,000 rows of blobs of uneven density; and on
+   40,000 such rows, the relative error on 3,000 of them, plain m = 64 over 10
+   seeds.
+
+The scale of the landmark methods (a 10^7 x 32 float32 Zarr input) is
+benchmarks/bench_landmarks_scale.py.
 
     python benchmarks/bench_nystroem.py            # full size
     python benchmarks/bench_nystroem.py --quick    # 200_000 rows, fewer sizes and seeds
-    python benchmarks/bench_nystroem.py --sections quality,passes,cost,sample   # issue 31's tables only
+    python benchmarks/bench_nystroem.py --sections quality,passes,cost,sample,learning,leverage   # issue 31
 """
 
 from __future__ import annotations
@@ -60,13 +78,17 @@ from scipy import linalg
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, make_blobs
 from sklearn.kernel_approximation import Nystroem as SkNystroem
 from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 from _common import consume, median_seconds, print_table, threaded_seconds, two_core_limit_seconds  # noqa: E402
+from learning_study import ALPHA, synthetic  # noqa: E402
 
 import dkapprox  # noqa: E402
+from dkapprox.linear_model import RidgeClassifier  # noqa: E402
 from dkapprox.nystroem import Nystroem  # noqa: E402
 
 METHODS = ["uniform", "kmeans", "leverage"]  # sections 1 and 2 (today's table in docs/choosing.rst)
@@ -242,20 +264,118 @@ def sample_table(n_rows, sizes, seeds, n_eval=3000):
         X = blobs(n_rows, uneven=uneven)
         E = X[np.random.default_rng(9).choice(len(X), n_eval, replace=False)]  # rows to measure the error on
         K = rbf_kernel(E, gamma=0.1)
+        for method in ("rpcholesky", "leverage"):
+            for m in sizes:
+                wide = 4 * m
+                errors = {}
+                for sample in sorted({s for s in (2 * wide, 4 * wide, 8 * wide, 16 * wide) if s < n_rows} | {n_rows}):
+                    values = []
+                    for s in seeds:
+                        est = Nystroem(gamma=0.1, n_components=m, n_landmarks=wide, landmarks=method,
+                                       landmark_params={"sample_size": sample}, random_state=s).fit(X)
+                        Z = est.transform(E)
+                        values.append(np.linalg.norm(K - Z @ Z.T) / np.linalg.norm(K))
+                    errors[sample] = float(np.mean(values))
+                for sample, error in errors.items():
+                    rows.append([label, method, m, wide, sample,
+                                 f"{sample / wide:.0f} l" if sample < n_rows else "all rows",
+                                 f"{error:.5f}", error / errors[n_rows]])
+    return rows
+
+
+# -- 8. learning at the same output width ------------------------------------------------
+#: (label, landmarks, landmark_params, l / m): uniform against the best options within 3 passes
+LEARNING = [("uniform", "uniform", None, 1), ("kmeans, n_iter=1, l=4m", "kmeans", {"n_iter": 1}, 4),
+            ("rpcholesky, l=4m", "rpcholesky", None, 4)]
+
+
+def learning_table(n_train, chunk, sizes):
+    """Accuracy and seconds of Nystroem(m) + RidgeClassifier on the learning study's synthetic data."""
+    data = synthetic(n_train, max(n_train // 10, 1_000), chunk)
+    rows = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        # on the workers once, outside the timings (as the learning study's data would be)
+        X_train, y_train, X_test = client.persist([da.from_array(data["X_train"], chunks=(chunk, -1)),
+                                                   da.from_array(data["y_train"], chunks=chunk),
+                                                   da.from_array(data["X_test"], chunks=(chunk, -1))])
+        wait([X_train, y_train, X_test])
         for m in sizes:
-            wide = 4 * m
-            errors = {}
-            for sample in sorted({s for s in (2 * wide, 4 * wide, 8 * wide, 16 * wide) if s < n_rows} | {n_rows}):
-                values = []
-                for s in seeds:
-                    est = Nystroem(gamma=0.1, n_components=m, n_landmarks=wide, landmarks="rpcholesky",
-                                   landmark_params={"sample_size": sample}, random_state=s).fit(X)
-                    Z = est.transform(E)
-                    values.append(np.linalg.norm(K - Z @ Z.T) / np.linalg.norm(K))
-                errors[sample] = float(np.mean(values))
-            for sample, error in errors.items():
-                rows.append([label, m, wide, sample, f"{sample / wide:.0f} l" if sample < n_rows else "all rows",
-                             f"{error:.5f}", error / errors[n_rows]])
+            base = None
+            for label, method, params, factor in LEARNING:
+                model = make_pipeline(
+                    Nystroem(gamma=data["gamma"], n_components=m, n_landmarks=factor * m if factor > 1 else None,
+                             landmarks=method, landmark_params=params, random_state=0),
+                    RidgeClassifier(alpha=ALPHA))
+                start = time.perf_counter()
+                model.fit(X_train, y_train)
+                fit_s = time.perf_counter() - start
+                start = time.perf_counter()
+                predicted = model.predict(X_test).compute()
+                predict_s = time.perf_counter() - start
+                accuracy = float(np.mean(predicted == data["y_test"]))
+                base = base or (accuracy, fit_s, predict_s)
+                rows.append([m, label, factor * m, model[0].landmark_passes_, f"{accuracy:.4f}",
+                             f"{accuracy - base[0]:+.4f}", fit_s, fit_s / base[1], predict_s, predict_s / base[2]])
+    return rows
+
+
+# -- 9. where leverage landmarks pay ------------------------------------------------------
+def small_nystroem(K, indices, m):
+    """Features of the Nystroem approximation of K from the landmark columns ``indices``, best rank m kept."""
+    w, Q = linalg.eigh(K[np.ix_(indices, indices)])
+    keep = w > len(indices) * np.finfo(np.float64).eps * w.max()
+    Z = K[:, indices] @ (Q[:, keep] / np.sqrt(w[keep]))
+    if Z.shape[1] > m:
+        Z = Z @ linalg.eigh(Z.T @ Z)[1][:, ::-1][:, :m]
+    return Z
+
+
+def leverage_table(seeds):
+    X = StandardScaler().fit_transform(load_digits().data)
+    cases = [("digits", X, 1 / (X.shape[1] * X.var()), "1/(d var)"),
+             ("digits", X, 4 / (X.shape[1] * X.var()), "4/(d var)"),
+             ("blobs, uneven density, 3,000", blobs(3000, uneven=True), 0.1, "0.1")]
+    rows = []
+    for name, data, gamma, label in cases:
+        K = rbf_kernel(data, gamma=gamma)
+        with threadpool_limits(1):
+            w, Q = linalg.eigh(K)
+        w, Q = np.clip(w[::-1], 0, None), Q[:, ::-1]
+        for m in (64, 256):
+            optimum = np.sqrt(np.sum(w[m:] ** 2))
+            for wide in (m, 4 * m):
+                ratios = {}
+                for method in ("uniform", "leverage"):
+                    ratios[method] = np.mean([np.linalg.norm(K - Z @ Z.T) / optimum for Z in (
+                        Nystroem(gamma=gamma, n_components=m, n_landmarks=wide, landmarks=method, random_state=s)
+                        .fit(data).transform(data) for s in seeds)])
+                rank = max(1, wide // 16)  # 'leverage''s default: the same ridge
+                ridge = w[rank:].sum() / rank
+                exact = np.einsum("ij,j,ij->i", Q, w / (w + ridge), Q)
+                errors = []
+                for s in seeds:  # Efraimidis-Spirakis keys, as 'leverage' draws
+                    keys = np.log(np.random.default_rng(s).random(len(data))) / exact
+                    Z = small_nystroem(K, np.argsort(-keys)[:wide], m)
+                    errors.append(np.linalg.norm(K - Z @ Z.T) / optimum)
+                rows.append([name, label, m, wide, ratios["uniform"], ratios["leverage"],
+                             ratios["leverage"] / ratios["uniform"], float(np.mean(errors)) / ratios["uniform"]])
+    return rows
+
+
+def leverage_held_out_table(n_rows=40_000, n_eval=3_000):
+    X = blobs(n_rows, uneven=True)
+    E = X[np.random.default_rng(9).choice(len(X), n_eval, replace=False)]
+    K = rbf_kernel(E, gamma=0.1)
+    rows = []
+    for m, wide, seeds in ((64, 64, range(10)), (256, 256, range(3)), (256, 1024, range(3))):
+        errors = {method: [np.linalg.norm(K - Z @ Z.T) / np.linalg.norm(K) for Z in (
+            Nystroem(gamma=0.1, n_components=m, n_landmarks=wide, landmarks=method, random_state=s)
+            .fit(X).transform(E) for s in seeds)] for method in ("uniform", "leverage")}
+        for method, values in errors.items():
+            rows.append([m, wide, len(seeds), method, f"{np.mean(values):.5f}",
+                         f"{np.min(values):.4f}-{np.max(values):.4f}",
+                         float(np.mean(values) / np.mean(errors["uniform"]))])
     return rows
 
 
@@ -328,9 +448,11 @@ def main():
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--chunk", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sections", default="error,fit,transform,quality,passes,cost,sample",
+    parser.add_argument("--sections", default="error,fit,transform,quality,passes,cost,sample,learning,leverage",
                         help="comma-separated: error (1), fit (2), transform (3), quality (4), passes (5), "
-                             "cost (6), sample (7)")
+                             "cost (6), sample (7), learning (8), leverage (9)")
+    parser.add_argument("--learning-rows", type=int, default=200_000,
+                        help="training rows of section 8 (the learning study's: 1000000)")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     sizes, seeds, fit_sizes, n_transform = [64, 256, 1024], [0, 1, 2], [256, 1024], 1024
@@ -385,10 +507,27 @@ def main():
 
     if "sample" in sections:
         n_sample = 20_000 if args.quick else 40_000
-        print_table(f"7. RPCholesky on a subsample of s of {n_sample:,} rows, n_landmarks l = 4m, rank m: relative "
-                    f"Frobenius error on 3,000 of the rows, mean of {len(seeds)} seeds",
-                    ["data set", "m", "l", "s", "s", "error", "x all rows"],
+        print_table(f"7. RPCholesky and leverage on a subsample of s of {n_sample:,} rows, n_landmarks l = 4m, "
+                    f"rank m: relative Frobenius error on 3,000 of the rows, mean of {len(seeds)} seeds",
+                    ["data set", "landmarks", "m", "l", "s", "s", "error", "x all rows"],
                     sample_table(n_sample, [64] if args.quick else [64, 256], seeds))
+
+    if "learning" in sections:
+        n_learn = 20_000 if args.quick else args.learning_rows
+        chunk = max(1_000, min(50_000, n_learn // 4))
+        print_table(f"8. accuracy at the same output width m: Nystroem(m) + RidgeClassifier(alpha={ALPHA}) on the "
+                    f"learning study's synthetic data, {n_learn:,} training rows in {chunk:,}-row chunks, "
+                    f"{max(n_learn // 10, 1_000):,} test rows, LocalCluster(2x1)",
+                    ["m", "landmarks", "l", "passes", "accuracy", "- uniform", "fit s", "x uniform", "predict s",
+                     "x uniform"], learning_table(n_learn, chunk, [256] if args.quick else [256, 1024]))
+
+    if "leverage" in sections:
+        print_table(f"9. where leverage landmarks pay: Frobenius error on the fitted rows / the optimal rank-m "
+                    f"error, rbf, mean of {len(seeds)} seeds; 'exact': sampled by the exact ridge leverage scores",
+                    ["data set", "gamma", "m", "l", "uniform", "leverage", "leverage / uniform", "exact / uniform"],
+                    leverage_table(seeds))
+        print_table("9b. 40,000 rows of blobs of uneven density, gamma 0.1: relative Frobenius error on 3,000 of them",
+                    ["m", "l", "seeds", "landmarks", "error", "min-max", "x uniform"], leverage_held_out_table())
 
     print("\ntargets:")
     key = ("blobs, uneven density", 256)

@@ -33,6 +33,7 @@ CONTRACT = {
         dict(kernel="laplacian", gamma=0.5, n_components=20, landmarks="kmeans", random_state=1),
         dict(kernel="polynomial", degree=2, n_components=20, landmarks="leverage", random_state=1),
         dict(kernel="chi2", n_components=15, random_state=1),
+        dict(kernel="cosine", n_components=16, n_landmarks=32, landmarks="rpcholesky", random_state=1),
     ],
 }
 
@@ -61,6 +62,8 @@ CHECKS = {
         dict(kernel="polynomial", degree=2, n_components=8, landmarks="leverage", random_state=0),
         dict(kernel="cosine", n_components=5, landmarks="kmeans", landmark_params={"n_iter": 1, "sample_size": 30},
              random_state=0),
+        dict(n_components=6, landmarks="rpcholesky", random_state=0),
+        dict(kernel="laplacian", n_components=4, n_landmarks=8, landmarks="leverage", random_state=0),
     ],
     "Ridge": [dict(), dict(fit_intercept=False)],
     "RidgeCV": [dict(n_folds=3, random_state=0)],

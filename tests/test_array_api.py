@@ -182,8 +182,9 @@ def test_a_nystroem_fit_on_a_device_array_decomposes_its_landmark_kernel_there()
     np.testing.assert_allclose(on_dev.normalization_, on_numpy.normalization_, rtol=0, atol=1e-9 * scale)
 
 
-@pytest.mark.parametrize("landmarks", ["uniform", "kmeans", "leverage"])
-def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_choose(landmarks):
+@pytest.mark.parametrize("landmarks, n_landmarks", [("uniform", None), ("kmeans", None), ("leverage", None),
+                                                    ("rpcholesky", None), ("leverage", 48)])
+def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_choose(landmarks, n_landmarks):
     import dask.array as da
 
     X = data(n=1_200)
@@ -191,7 +192,7 @@ def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_c
     # blocks on the device behind NumPy meta (array-api-strict arrays cannot be dask's meta): every
     # pass's block function meets device arrays, as with dask arrays of CuPy chunks
     dev = host.map_blocks(on_device, dtype=X.dtype, meta=np.empty((0, 0)))
-    params = dict(n_components=24, landmarks=landmarks, random_state=0)
+    params = dict(n_components=24, n_landmarks=n_landmarks, landmarks=landmarks, random_state=0)
     want = dkapprox.Nystroem(**params).fit(host)
     got = dkapprox.Nystroem(**params).fit(dev)
     assert isinstance(got.components_, np.ndarray)

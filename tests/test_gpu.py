@@ -181,14 +181,15 @@ def test_float32_products_on_the_gpu_are_float32_not_tf32():
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("landmarks", ["uniform", "kmeans", "leverage"])
-def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks):
+@pytest.mark.parametrize("landmarks, n_landmarks", [("uniform", None), ("kmeans", None), ("leverage", None),
+                                                    ("rpcholesky", None), ("leverage", 96)])
+def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks, n_landmarks):
     import cupy
 
     X = data(np.float32, n=4_000)
     host = da.from_array(X, chunks=(1_000, -1))
     dev = host.map_blocks(cupy.asarray, meta=cupy.empty((0, 0), np.float32))
-    params = dict(n_components=48, landmarks=landmarks, random_state=0)
+    params = dict(n_components=48, n_landmarks=n_landmarks, landmarks=landmarks, random_state=0)
     want = dkapprox.Nystroem(**params).fit(host)
     got = dkapprox.Nystroem(**params).fit(dev)
     assert isinstance(got.components_, np.ndarray) and isinstance(got.normalization_, np.ndarray)

@@ -61,6 +61,21 @@ def _writable(a):
     return a.copy() if isinstance(a, np.ndarray) and not a.flags.writeable else a
 
 
+#: scikit-learn's sparse manhattan loop (``_sparse_manhattan``, 1.9: the laplacian kernel on sparse
+#: input) takes int32 indices only and raises "Buffer dtype mismatch" on int64 ones, which scipy
+#: keeps for a ``csr_array`` built with them (and for a matrix too large for int32 sliced down).
+INT32_MAX = np.iinfo(np.int32).max
+
+
+def _int32_indices(a):
+    """A sparse ``a`` with int32 indices and indptr where they fit (a new matrix sharing ``a``'s data)."""
+    if not sp.issparse(a) or a.format != "csr" or a.indices.dtype == np.int32:
+        return a
+    if a.nnz > INT32_MAX or a.shape[1] > INT32_MAX:
+        return a  # no int32 form: scikit-learn says so
+    return type(a)((a.data, a.indices.astype(np.int32), a.indptr.astype(np.int32)), shape=a.shape)
+
+
 @dataclass(frozen=True, eq=False)
 class Kernel:
     """A kernel with frozen parameters, evaluated by scikit-learn.
@@ -90,6 +105,7 @@ class Kernel:
         else:
             if isinstance(self.metric, str) and self.metric in WRITABLE_ONLY:
                 X, landmarks = _writable(X), _writable(landmarks)
+            X, landmarks = _int32_indices(X), _int32_indices(landmarks)
             K = pairwise_kernels(X, landmarks, metric=self.metric, filter_params=True,
                                  n_jobs=n_jobs, **dict(self.params))
         return K.toarray() if sp.issparse(K) else np.asarray(K)

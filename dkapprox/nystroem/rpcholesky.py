@@ -37,6 +37,9 @@ ZERO_RESIDUAL = 64 * float(np.finfo(np.float64).eps)
 #: a ``b x b`` matrix (O(b^3) at worst), which past this size costs more than the round's kernel
 #: columns it saves on the sizes Nystroem uses.
 MAX_PROPOSALS = 512
+#: Rounds in a row that accept no proposal before the residual counts as rounding noise (each round's
+#: first proposal is accepted with probability 1 while the residual is above its rounding).
+MAX_EMPTY_ROUNDS = 8
 #: Proposals in the first round (at most; ``k`` when fewer pivots are wanted, and at least
 #: MIN_PROPOSALS); later rounds ask for the pivots still missing divided by the acceptance rate
 #: of the round before, between MIN_PROPOSALS and MAX_PROPOSALS.
@@ -73,6 +76,9 @@ def rpcholesky(rows, k, kernel, random_state, *, max_proposals=MAX_PROPOSALS):
     n = rows.shape[0]
     if not 0 <= k <= n:
         raise ValueError(f"k={k} pivots from {n} rows")
+    # float64 kernel values: float32 ones leave a residual of float32 rounding (1e-7 of the diagonal,
+    # far above ZERO_RESIDUAL) once a low-rank kernel is exhausted, which no proposal is accepted on
+    rows = rows.astype(np.float64) if rows.dtype != np.float64 else rows
     diagonal = np.clip(np.asarray(kernel.diagonal(rows), dtype=np.float64), 0.0, None)
     scale = float(diagonal.max()) if n else 0.0
     zero = ZERO_RESIDUAL * scale
@@ -80,9 +86,11 @@ def rpcholesky(rows, k, kernel, random_state, *, max_proposals=MAX_PROPOSALS):
     residual = diagonal.copy()
     pivots = np.empty(k, dtype=np.int64)
     done, proposals = 0, int(min(max_proposals, max(MIN_PROPOSALS, min(k, FIRST_PROPOSALS))))
+    empty_rounds = 0
     while done < k:
         total = residual.sum()
-        if not total > zero * n:  # nothing left to explain (rank exhausted): fill uniformly below
+        # nothing left to explain (rank exhausted), or only rounding noise: fill uniformly below
+        if not total > zero * n or empty_rounds == MAX_EMPTY_ROUNDS:
             break
         # the proposals and the uniforms of their acceptance come from the seed, whatever happens next
         cumulative = np.cumsum(residual)
@@ -107,6 +115,7 @@ def rpcholesky(rows, k, kernel, random_state, *, max_proposals=MAX_PROPOSALS):
             residual[chosen] = 0.0
             pivots[done:done + chosen.size] = chosen
             done += chosen.size
+        empty_rounds = 0 if accepted.size else empty_rounds + 1
         rate = max(accepted.size, 1) / proposals
         proposals = int(min(max_proposals, max(MIN_PROPOSALS, np.ceil((k - done) / rate))))
     if done < k:

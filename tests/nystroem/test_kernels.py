@@ -106,3 +106,31 @@ def test_one_row_blocks_within_the_bound_and_the_same_bits_when_computed_again(k
         assert_chunking_promise(est, X, got, expected, what=f"{kernel} {chunks}")
         np.testing.assert_array_equal(lazy.compute(), got)
     np.testing.assert_array_equal(est.transform(X[5:6]), est.transform(da.from_array(X, chunks=1)).blocks[5].compute())
+
+
+def int64_indices(X, cls):
+    """``X`` as ``cls`` (csr_matrix or csr_array) with int64 indices and indptr (as scipy keeps them in a
+    csr_array built with them, or in a matrix with more than 2**31 entries, sliced)."""
+    out = cls(X, copy=True)
+    out.indices, out.indptr = X.indices.astype(np.int64), X.indptr.astype(np.int64)
+    assert out.indices.dtype == np.int64
+    return out
+
+
+@pytest.mark.parametrize("method, cls", [("uniform", sp.csr_matrix), ("uniform", sp.csr_array),
+                                         ("kmeans", sp.csr_array), ("leverage", sp.csr_array),
+                                         ("rpcholesky", sp.csr_array)])
+def test_laplacian_kernel_on_sparse_input_with_int64_indices(method, cls):
+    """scikit-learn's sparse manhattan loop takes int32 indices only ("Buffer dtype mismatch, expected
+    'const int' but got 'long'", even with uniform landmarks): the kernel hands it int32 ones."""
+    X = sp.random(120, 9, density=0.3, format="csr", random_state=0)
+    wide = int64_indices(X, cls)
+    params = dict(kernel="laplacian", gamma=0.5, n_components=12, landmarks=method, random_state=0)
+    expected = Nystroem(**params).fit(X).transform(X)
+    est = Nystroem(**params).fit(wide)
+    np.testing.assert_array_equal(est.transform(wide), expected)
+    assert wide.indices.dtype == np.int64  # the user's matrix is left as it was
+    lazy = da.from_array(wide, chunks=(50, -1), asarray=False)
+    np.testing.assert_allclose(Nystroem(**params).fit(lazy).transform(lazy).compute(), expected, rtol=0, atol=1e-12)
+    landmarks = int64_indices(sp.csr_matrix(est.components_), cls)
+    assert Kernel("laplacian").between(wide, landmarks).shape == (120, 12)

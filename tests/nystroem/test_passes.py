@@ -94,14 +94,18 @@ def test_rank_restriction_costs_exactly_one_more_pass(method):
     np.testing.assert_array_equal(est.component_indices_, in_memory.component_indices_)
 
 
-def test_rpcholesky_reads_the_data_at_most_three_times_at_m_1024():
-    """The issue's bound (at most 3 passes for m <= 4096): RPCholesky's passes do not grow with m."""
+@pytest.mark.parametrize("method, params", [("rpcholesky", None), ("leverage", {"pilot_size": 256})])
+def test_rank_restricted_fits_read_the_data_at_most_three_times_at_m_1024(method, params):
+    """The issue's bound (at most 3 passes for m <= 4096): the passes of RPCholesky and of recursive
+    leverage scores do not grow with m (their recursions run in memory, on the subsample; a smaller
+    dictionary keeps leverage's in-memory work cheap, not its passes)."""
     X = np.random.default_rng(0).random((4000, 4))
     base = da.from_array(X, chunks=(400, -1))  # blocks of 400 rows: each adds an l x l sum
     lazy = base.map_blocks(counted_block, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype))
     CALLS.clear()
     with dask.config.set(scheduler="threads"):
-        est = Nystroem(n_components=1024, n_landmarks=1280, landmarks="rpcholesky", random_state=0).fit(lazy)
-    assert est.landmark_passes_ == 2
-    assert len(CALLS) == 10 and set(CALLS.values()) == {2}
+        est = Nystroem(n_components=1024, n_landmarks=1280, landmarks=method, landmark_params=params,
+                       random_state=0).fit(lazy)
+    assert est.landmark_passes_ == PASSES[method] + 1 <= 3
+    assert len(CALLS) == 10 and set(CALLS.values()) == {PASSES[method] + 1}
     assert est.normalization_.shape == (1024, 1280)

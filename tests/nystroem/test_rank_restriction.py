@@ -95,7 +95,7 @@ def test_default_and_n_landmarks_equal_n_components_keep_sklearn_numbers(n_landm
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("method", ["uniform", "rpcholesky"])
+@pytest.mark.parametrize("method", ["uniform", "leverage", "rpcholesky"])
 def test_restricted_fit_on_dask_equals_fit_on_numpy(method, dtype):
     X = np.random.default_rng(2).random((400, 5)).astype(dtype)
     params = dict(n_components=8, n_landmarks=32, landmarks=method, random_state=5)
@@ -139,9 +139,10 @@ def test_restriction_with_a_precomputed_kernel_equals_the_kernel_on_points():
     np.testing.assert_allclose(on_kernel.transform(K), on_points.transform(X), rtol=0, atol=1e-9)
 
 
-def test_restricted_model_round_trips(tmp_path):
+@pytest.mark.parametrize("method", ["leverage", "rpcholesky"])
+def test_restricted_model_round_trips(tmp_path, method):
     X = np.random.default_rng(4).random((120, 5)).astype(np.float32)
-    est = Nystroem(n_components=6, n_landmarks=24, landmarks="rpcholesky", random_state=0).fit(X)
+    est = Nystroem(n_components=6, n_landmarks=24, landmarks=method, random_state=0).fit(X)
     save(est, tmp_path / "model")
     back = load(tmp_path / "model")
     assert back.get_params() == est.get_params()
@@ -175,7 +176,7 @@ def test_n_landmarks_below_n_components_or_with_given_landmarks_raise():
         Nystroem(landmarks=X[:6], n_landmarks=12).fit(X)
 
 
-@pytest.mark.parametrize("landmarks", ["uniform", "rpcholesky"])
+@pytest.mark.parametrize("landmarks", ["uniform", "leverage", "rpcholesky"])
 def test_restriction_pass_over_device_blocks_equals_numpy_blocks(landmarks):
     """The sum of Z^T Z on device blocks (array-api-strict's second device stands in for a GPU, as in
     tests/test_array_api.py: NumPy refuses its arrays) gives the host's restricted map within rounding."""
@@ -186,7 +187,8 @@ def test_restriction_pass_over_device_blocks_equals_numpy_blocks(landmarks):
     params = dict(n_components=10, n_landmarks=40, landmarks=landmarks, random_state=0)
     want = Nystroem(**params).fit(host)
     got = Nystroem(**params).fit(dev)
-    assert isinstance(got.normalization_, np.ndarray) and got.landmark_passes_ == want.landmark_passes_ == 2
+    assert isinstance(got.normalization_, np.ndarray)
+    assert got.landmark_passes_ == want.landmark_passes_ == (3 if landmarks == "leverage" else 2)
     np.testing.assert_array_equal(got.component_indices_, want.component_indices_)
     np.testing.assert_allclose(got.normalization_, want.normalization_, rtol=0,
                                atol=1e-8 * np.abs(want.normalization_).max())

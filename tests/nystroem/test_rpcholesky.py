@@ -138,3 +138,23 @@ def test_every_kernel_gives_distinct_pivots_and_finite_features():
                        **params).fit(X)
         assert len(np.unique(est.component_indices_)) == 30, kernel
         assert np.isfinite(est.transform(X)).all(), kernel
+
+
+def test_a_low_rank_kernel_on_float32_rows_ends():
+    """float32 kernel values left a residual of float32 rounding once a rank-7 kernel was exhausted:
+    no proposal was ever accepted on it, and the loop ran forever (cosine kernel, 7 features, 20 pivots)."""
+    rows = np.random.default_rng(7).random((230, 7)).astype(np.float32)
+    pivots = rpcholesky(rows, 20, Kernel("cosine"), np.random.RandomState(1))
+    assert len(np.unique(pivots)) == 20
+    Z = Nystroem(kernel="cosine", n_components=20, landmarks="rpcholesky", random_state=1).fit(rows).transform(rows)
+    unit = rows / np.linalg.norm(rows.astype(np.float64), axis=1, keepdims=True)
+    np.testing.assert_allclose(Z @ Z.T, unit @ unit.T, rtol=0, atol=1e-4)  # 7 pivots span the kernel
+
+
+def test_rounds_that_accept_nothing_end_the_loop(monkeypatch):
+    """A residual of rounding noise (here: every proposal rejected) ends in a uniform fill, not a hang."""
+    import dkapprox.nystroem.rpcholesky as module
+
+    monkeypatch.setattr(module, "_accept", lambda sub, *a: (np.empty(0, dtype=np.int64), sub[:0, :0]))
+    pivots = rpcholesky(np.random.default_rng(8).random((50, 3)), 10, Kernel("rbf"), np.random.RandomState(0))
+    assert len(np.unique(pivots)) == 10
