@@ -10,12 +10,10 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from .. import _graph, _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
@@ -34,8 +32,8 @@ from ._falkon import (
     normal_partial,
     predict_block,
 )
-from ._streaming import StreamedScore, check_sample_weight, check_Xy, distinct_labels, in_memory, lazy_predict
-from ._targets import NumericTargets, OneVsAllTargets, labels_of
+from ._streaming import StreamedScore, check_sample_weight, check_Xy, classifier_targets, in_memory, lazy_predict
+from ._targets import NumericTargets, labels_of
 
 log = logging.getLogger("dkapprox.linear_model")
 
@@ -413,27 +411,7 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
         self._validate_params()
         self._check_host(X)
         X, y, lazy = check_Xy(self, X, y, y_numeric=False)
-        self._binarizer = None
-        if lazy:
-            if y.ndim == 2 and y.shape[1] != 1:
-                raise ValueError(f"{type(self).__name__} takes class labels (1-D y) on dask input; multilabel "
-                                 f"targets (y of shape {y.shape}) must be in memory.")
-            if y.ndim == 2:
-                warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
-                              "the shape of y to (n_samples, ), for example using ravel().",
-                              DataConversionWarning, stacklevel=2)
-            self.classes_ = distinct_labels(y)
-            check_classification_targets(self.classes_)
-            targets = OneVsAllTargets(self.classes_)
-        else:
-            binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-            labels, y = y, binarizer.fit_transform(y)
-            self.classes_ = binarizer.classes_
-            if binarizer.y_type_.startswith("multilabel"):
-                self._binarizer = binarizer
-            else:
-                column_or_1d(labels, warn=True)
-            targets = NumericTargets(y.shape[1])
+        y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
         self._fit_targets(X, y, targets, lazy, sample_weight)
         if self.dual_coef_.shape[1] == 1:
             self.dual_coef_ = self.dual_coef_.ravel()

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .. import _lazy
 from .._sklearn_compat import Interval
 from .._validation import check_input
 from ._solve import intercept_of, normal_equations, solve_ridge
-from ._streaming import StreamedScore, check_Xy, distinct_labels, gather_moments, in_memory, lazy_predict
+from ._streaming import StreamedScore, check_Xy, classifier_targets, gather_moments, in_memory, lazy_predict
 from ._targets import (
     ClassifierState,
     LinearState,
     NumericTargets,
-    OneVsAllTargets,
     decision_block,
     label_block,
     linear_predict,
@@ -269,29 +264,7 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False)
-        self._binarizer = None
-        if lazy:
-            if y.ndim == 2 and y.shape[1] != 1:
-                raise ValueError(
-                    "RidgeClassifier takes class labels (1-D y) on dask input; multilabel "
-                    f"targets (y of shape {y.shape}) must be in memory."
-                )
-            if y.ndim == 2:
-                warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
-                              "the shape of y to (n_samples, ), for example using ravel().",
-                              DataConversionWarning, stacklevel=2)
-            self.classes_ = distinct_labels(y)
-            check_classification_targets(self.classes_)
-            targets = OneVsAllTargets(self.classes_)
-        else:
-            binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-            labels, y = y, binarizer.fit_transform(y)
-            self.classes_ = binarizer.classes_
-            if binarizer.y_type_.startswith("multilabel"):
-                self._binarizer = binarizer
-            else:
-                column_or_1d(labels, warn=True)  # scikit-learn's warning for a column vector
-            targets = NumericTargets(y.shape[1])
+        y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
         pooled = gather_moments(self, X, y, lazy, targets, sample_weight=sample_weight)
         self._solve(pooled, X.dtype, alpha=self.alpha, ravel=False)
         return self

@@ -8,18 +8,22 @@ data once and the driver receives only the statistics.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from sklearn.utils.validation import validate_data
+from sklearn.exceptions import DataConversionWarning
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d, validate_data
 
 from .. import _graph, _lazy
 from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
 from ._moments import MomentsSpec, block_moments, combine_moments
-from ._targets import union_labels, unique_labels_block
+from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
 
 # in-memory input is cut into row slices of about this many bytes of features,
 # so that the centered copy of a slice, not of the whole array, is what we add
@@ -102,6 +106,32 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
     parts = [block_moments(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
     return combine_moments(parts)
+
+
+def classifier_targets(estimator, y, lazy):
+    """``(y, targets, classes, binarizer)`` of a one-vs-all classifier, as scikit-learn's RidgeClassifier
+    reads labels: on dask input 1-D class labels (one pass over y for the classes; a column vector warns);
+    in memory, scikit-learn's ``LabelBinarizer`` (+1 / -1), which also takes multilabel indicators
+    (``binarizer`` is then kept to decode predictions; else None)."""
+    if lazy:
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ValueError(f"{type(estimator).__name__} takes class labels (1-D y) on dask input; multilabel "
+                             f"targets (y of shape {y.shape}) must be in memory.")
+        if y.ndim == 2:
+            warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
+                          "the shape of y to (n_samples, ), for example using ravel().",
+                          DataConversionWarning, stacklevel=3)
+        classes = distinct_labels(y)
+        check_classification_targets(classes)
+        return y, OneVsAllTargets(classes), classes, None
+    binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+    labels, y = y, binarizer.fit_transform(y)
+    if not binarizer.y_type_.startswith("multilabel"):
+        column_or_1d(labels, warn=True)  # scikit-learn's warning for a column vector
+        binarizer_kept = None
+    else:
+        binarizer_kept = binarizer
+    return y, NumericTargets(y.shape[1]), binarizer.classes_, binarizer_kept
 
 
 def distinct_labels(y):
