@@ -80,10 +80,20 @@ def restricted_normalization(gram, normalization, n_components):
     ``V_m``: the eigenvectors of ``gram`` of the ``n_components`` largest eigenvalues, in
     decreasing order (the first feature carries the most of the kernel), each with its entry
     of largest magnitude positive.
+
+    Eigenvalues at most :data:`NULL_RTOL` times the largest are a null space as far as the data
+    says (a kernel of lower rank than ``n_components``): their eigenvectors are set by rounding,
+    which the chunking changes, so their features are zero instead.
     """
-    _, V = symmetric_eig(gram)
-    top = V[:, ::-1][:, :n_components]
+    w, V = symmetric_eig(gram)
+    w, top = w[::-1][:n_components], V[:, ::-1][:, :n_components]
     largest = np.argmax(np.abs(top), axis=0)
     signs = np.sign(top[largest, np.arange(top.shape[1])])
     top = top * np.where(signs == 0, 1.0, signs)
+    top[:, w <= NULL_RTOL * max(float(w[0]) if w.size else 0.0, 0.0)] = 0.0
     return np.ascontiguousarray((np.asarray(normalization, dtype=np.float64) @ top).T)
+
+
+#: eigenvalues of Z^T Z at most this times the largest are treated as zero by the rank restriction
+#: (the sum of Z^T Z over n rows rounds at about n eps(float64) of the largest: 1e-10 leaves room)
+NULL_RTOL = 1e-10
