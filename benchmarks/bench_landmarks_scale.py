@@ -24,6 +24,7 @@ gamma = 1 / (n_features * X.var()) of the first chunk.
     python benchmarks/bench_landmarks_scale.py                 # 10^7 rows, temporary directory
     python benchmarks/bench_landmarks_scale.py --dir /data/x   # keep (or reuse) the Zarr array there
     python benchmarks/bench_landmarks_scale.py --rows 1000000  # smaller
+    python benchmarks/bench_landmarks_scale.py --methods rpcholesky-4m   # uniform and one method
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ from dkapprox import _lazy  # noqa: E402
 from dkapprox.nystroem import Nystroem  # noqa: E402
 
 N_FEATURES, N_CLUSTERS = 32, 30
-#: (label, landmarks, landmark_params, l / m)
-METHODS = [("uniform", "uniform", None, 1), ("kmeans, n_iter=1", "kmeans", {"n_iter": 1}, 1),
-           ("leverage", "leverage", None, 1), ("rpcholesky", "rpcholesky", None, 1),
-           ("kmeans, n_iter=1, l=4m", "kmeans", {"n_iter": 1}, 4), ("rpcholesky, l=4m", "rpcholesky", None, 4)]
+#: key -> (label, landmarks, landmark_params, l / m)
+METHODS = {"uniform": ("uniform", "uniform", None, 1), "kmeans": ("kmeans, n_iter=1", "kmeans", {"n_iter": 1}, 1),
+           "leverage": ("leverage", "leverage", None, 1), "rpcholesky": ("rpcholesky", "rpcholesky", None, 1),
+           "kmeans-4m": ("kmeans, n_iter=1, l=4m", "kmeans", {"n_iter": 1}, 4),
+           "rpcholesky-4m": ("rpcholesky, l=4m", "rpcholesky", None, 4)}
 
 
 def mixture_chunk(i, rows):
@@ -104,7 +106,10 @@ def main():
     parser.add_argument("--chunk", type=int, default=250_000)
     parser.add_argument("--m", type=int, default=256, help="n_components (256)")
     parser.add_argument("--dir", default=None, help="where the Zarr array is made (default: a temporary directory)")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"comma-separated, of {', '.join(METHODS)} (uniform, the ratios' base, always runs first)")
     args = parser.parse_args()
+    methods = ["uniform"] + [key for key in args.methods.split(",") if key != "uniform"]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(args.dir or tmp, f"mixture-{args.rows}x{N_FEATURES}.zarr")
         z, made_s = make_zarr(path, args.rows, args.chunk)
@@ -124,7 +129,7 @@ def main():
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
                 Client(cluster) as client:
             client.run(lambda: __import__("dkapprox.nystroem"))  # imports outside the timings
-            for label, method, params, factor in METHODS:
+            for label, method, params, factor in (METHODS[key] for key in methods):
                 m = args.m
                 block_reads(log_dir)
                 est = Nystroem(gamma=gamma, n_components=m, n_landmarks=factor * m if factor > 1 else None,
@@ -140,7 +145,7 @@ def main():
                 rows.append([label, factor * m, est.landmark_passes_, f"{min(per_block)}-{max(per_block)}",
                              f"{sum(per_block)}/{n_blocks}", seconds, seconds / base[0], f"{error:.5f}",
                              error / base[1]])
-                print(f"  {label}: {seconds:.1f} s", flush=True)
+                print("  " + "  ".join(str(v) for v in rows[-1]), flush=True)  # a row as soon as it is known
         print_table(f"Nystroem(n_components={args.m}) fitted on a ({args.rows:,}, {N_FEATURES}) float32 Zarr array, "
                     f"{args.chunk:,}-row chunks, LocalCluster(2x1); error: relative Frobenius error of the rbf kernel "
                     "on 2,000 rows",
