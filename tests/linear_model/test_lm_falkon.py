@@ -165,12 +165,14 @@ def test_center_methods_and_given_centers():
 def test_classifier_is_kernel_ridge_on_plus_minus_one_targets(n_classes):
     X, _ = regression(n=900)
     labels = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5][: n_classes - 1]) + 10
-    kw = dict(alpha=0.5, kernel="rbf", gamma=0.5, n_centers=90, tol=1e-8, random_state=0)
+    # dask (blocks of 200) against NumPy: the passes differ in summation order, which CG carries on; at
+    # tol=1e-10 both stop within 1e-7 of the same solution (as in the chunking test above)
+    kw = dict(alpha=0.5, kernel="rbf", gamma=0.5, n_centers=90, tol=1e-10, max_iter=300, random_state=0)
     clf = KernelRidgeClassifier(**kw).fit(da.from_array(X, chunks=200), da.from_array(labels, chunks=200))
     targets = np.where(labels[:, None] == np.unique(labels)[None, :], 1.0, -1.0)
     targets = targets[:, 1] if n_classes == 2 else targets
     reg = KernelRidge(**kw).fit(X, targets)
-    np.testing.assert_allclose(clf.decision_function(X), reg.predict(X), atol=1e-8)
+    np.testing.assert_allclose(clf.decision_function(X), reg.predict(X), atol=1e-7)
     np.testing.assert_array_equal(clf.classes_, np.unique(labels))
     assert clf.predict(da.from_array(X, chunks=300)).compute().tolist() == clf.predict(X).tolist()
     assert clf.score(X, labels) > 0.9
