@@ -268,6 +268,37 @@ def test_float32_rbf_slices_are_within_their_derived_bound():
         assert np.all(np.abs(K - exact[s]) <= bound[s])
 
 
+def test_factored_rbf_slices_are_within_their_derived_bound_and_fall_back_outside_their_range():
+    """k = a E b with centered rows: the exponent 2 gamma x'.c' is off by at most (d + 2) eps gamma (|x'|^2 +
+    |c'|^2) (x' = x - mu, c' = c - mu, mu the centers' mean), so the kernel value by that, relative, plus the
+    exponential's and three products' roundings. Rows far from the origin factor as well as any (centering);
+    a block whose factors would leave exp(+-40) takes the plain path (and so the same kernel)."""
+    from dkapprox.linear_model._falkon import FACTORED_EXPONENT_LIMIT, kernel_parts
+
+    rng = np.random.default_rng(6)
+    for dtype, gamma in ((np.float32, 0.05), (np.float64, 0.05), (np.float32, 2.0)):
+        X = (rng.normal(size=(3000, 20)) * 1.5 + 100).astype(dtype)  # far from 0: norms of 2e5
+        C = X[::37].copy()
+        b, slices = kernel_parts(Centers(Kernel("rbf", (("gamma", gamma),)), C), X, dtype)
+        X64, C64 = X.astype(np.float64), C.astype(np.float64)
+        mu = C64.mean(axis=0)
+        norms = ((X64 - mu) ** 2).sum(1)[:, None] + ((C64 - mu) ** 2).sum(1)[None, :]
+        factored = gamma * norms.max() <= FACTORED_EXPONENT_LIMIT
+        assert (b is not None) == factored == (gamma < 1)
+        exact = np.exp(-gamma * ((X64[:, None, :] - C64[None]) ** 2).sum(-1))  # differences: no cancellation
+        eps = np.finfo(dtype).eps
+        # the plain path's distances are not centered: its bound has the norms themselves
+        if not factored and dtype == np.float32:
+            norms = (X64 ** 2).sum(1)[:, None] + (C64 ** 2).sum(1)[None, :]
+        bound = exact * (gamma * 22 * eps * norms + 4 * eps)
+        seen = 0
+        for s, E, a in slices:
+            K = E.astype(np.float64) if a is None else a[:, None].astype(np.float64) * E * b[None, :]
+            assert np.all(np.abs(K - exact[s]) <= bound[s]), (dtype, gamma)
+            seen += K.shape[0]
+        assert seen == X.shape[0]
+
+
 def test_each_cg_iteration_is_news_where_a_person_is_watching(monkeypatch, capsys, caplog):
     X, y = regression(n=300)
     import logging
