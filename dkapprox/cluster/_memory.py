@@ -323,32 +323,55 @@ def _task_block(task, objs):
     its chunks as collection annotations. A graph cut into delayed blocks (a
     fit's reductions) has lost them, so whoever computes one passes the arrays
     it reads among ``objs`` (see :func:`dkapprox._lazy.compute`). The task
-    itself is looked at first, then what it reads.
+    itself is looked at first, then the tasks nested in it (a pass or a write
+    holds its block's read and map, dkapprox._graph), then what it reads.
     """
     import dask
 
+    arrays = {}  # key name -> (chunks, dtype) of the layers that declare their chunks
+    nested, read = [], []
     for obj in objs:
         if not dask.is_dask_collection(obj):
             continue
         graph = obj.__dask_graph__()
-        layers = getattr(graph, "layers", {})
-        arrays = {}  # key name -> (chunks, dtype) of the layers that declare their chunks
-        for name, layer in layers.items():
+        for name, layer in getattr(graph, "layers", {}).items():
             annotations = getattr(layer, "collection_annotations", None) or {}
             if annotations.get("chunks"):
                 arrays.setdefault(annotations.get("name", name), (annotations["chunks"], annotations.get("dtype")))
-        candidates = [task]
         with contextlib.suppress(Exception):
-            candidates += sorted(getattr(graph[task], "dependencies", ()), key=str)
-        for key in candidates:
-            if not (isinstance(key, tuple) and key and key[0] in arrays):
-                continue
-            chunks, dtype = arrays[key[0]]
-            if len(chunks) == len(key) - 1:
-                shape = tuple(int(axis[i]) if not math.isnan(axis[i]) else math.nan for axis, i in zip(chunks, key[1:]))
-                if not any(math.isnan(n) for n in shape):
-                    return shape, np.dtype(dtype or "f8").name
+            node = graph[task]
+            nested += _nested_keys(node)
+            read += sorted(getattr(node, "dependencies", ()), key=str)
+    for key in [task, *nested, *read]:
+        if not (isinstance(key, tuple) and key and key[0] in arrays):
+            continue
+        chunks, dtype = arrays[key[0]]
+        if len(chunks) == len(key) - 1:
+            shape = tuple(int(axis[i]) if not math.isnan(axis[i]) else math.nan for axis, i in zip(chunks, key[1:]))
+            if not any(math.isnan(n) for n in shape):
+                return shape, np.dtype(dtype or "f8").name
     return None
+
+
+def _nested_keys(node) -> list:
+    """Keys of the tasks nested in a task spec ``node`` (arguments, a fused subgraph), outermost first."""
+    from dask._task_spec import GraphNode
+
+    found, queue = [], [node]
+    while queue:
+        current = queue.pop(0)
+        items = list(getattr(current, "args", ())) + list(getattr(current, "kwargs", {}).values())
+        while items:
+            item = items.pop(0)
+            if isinstance(item, GraphNode):
+                if item is not node and getattr(item, "key", None) is not None:
+                    found.append(item.key)
+                queue.append(item)
+            elif isinstance(item, dict):  # GraphNode.fuse's subgraph, {key: task}
+                items += list(item.values())
+            elif isinstance(item, (list, tuple)):
+                items += list(item)
+    return found
 
 
 @contextlib.contextmanager
