@@ -222,7 +222,11 @@ def fold(parts, combine_fn, *, split_every=8, running=False):
     folding order is fixed by the graph, so the result does not depend on
     scheduling. See :func:`reduce_aligned_rows` for when to use ``running``.
     """
-    combine = dask.delayed(combine_fn, pure=True)
+    return _fold_order(parts, dask.delayed(combine_fn, pure=True), split_every, running)
+
+
+def _fold_order(parts, combine, split_every, running):
+    """The order of :func:`fold`, whatever ``parts`` are: ``combine(group)`` makes a part of a group of parts."""
     if running:
         total = combine(parts[:split_every])
         for i in range(split_every, len(parts), split_every - 1):
@@ -261,6 +265,12 @@ def align_rows(arrays):
     starts : list of int or None
         Global index of the first row of each block.
     """
+    cut, starts = _cut_rows(arrays)
+    return list(zip(*[_blocks(a) for a in cut])), starts
+
+
+def _cut_rows(arrays):
+    """The arrays of :func:`align_rows` cut to the same row blocks (one block across), and the row starts."""
     first = whole_rows(arrays[0])
     rows = first.chunks[0]
     known = not any(np.isnan(c) for c in rows)
@@ -285,13 +295,11 @@ def align_rows(arrays):
         else:
             other = other.rechunk(whole) if whole else other
         cut.append(other)
-    flat = [_blocks(a) for a in cut]
-    blocks = list(zip(*flat))
     if known:
         starts = [int(s) for s in np.concatenate([[0], np.cumsum(rows, dtype=np.int64)[:-1]])]
     else:
-        starts = [None] * len(blocks)
-    return blocks, starts
+        starts = [None] * first.numblocks[0]
+    return cut, starts
 
 
 def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, running=False):
@@ -306,6 +314,17 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     Nothing row-sized is ever an output of the tree: a lazily transformed
     ``arrays[0]`` is consumed block by block and never stored.
 
+    Each pass task holds its row's blocks' own tasks (a Zarr read, a map, the
+    slice of an in-memory ``y``), nested as :func:`store_blocks` nests a
+    write's (:func:`_nested_blocks`): no block is read ahead of its pass and
+    left waiting in a worker's memory for it (as tasks of their own, reads
+    ran ahead of the passes and filled workers near their limit until they
+    spilled). What several blocks share (the state, a source array, a chunk
+    a rechunk splits, a persisted block) stays a key of its own. Building
+    the graph costs one optimization of the arrays and a few dict entries a
+    block: no per-block delayed objects, whose merged graphs made it
+    quadratic in the number of blocks.
+
     ``running=True`` folds into a running total instead of a tree: each
     combine takes the total so far and the next ``split_every - 1`` partials.
     A tree holds up to ``split_every - 1`` partials waiting at each of its
@@ -314,16 +333,42 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     total holds one total and one group, whatever the number of blocks. The
     price: combines run one after another (cheap next to the blocks that
     feed them), and a total lost with its worker is recomputed from the
-    first block.  Either way the folding order is fixed by the graph, so
-    the result does not depend on scheduling.
+    first block.  Either way the folding order is fixed by the graph (that
+    of :func:`fold`), so the result does not depend on scheduling.
 
     Returns a delayed object; compute it with :func:`dkapprox._lazy.compute`.
     """
-    blocks, starts = align_rows(arrays)
+    from dask._task_spec import List, Task, TaskRef
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+    from dask.utils import funcname
+
+    cut, starts = _cut_rows(arrays)
+    cut = dask.optimize(*cut)  # the arrays' own tasks fused as compute would (shared keys merged once)
     shipped = ship(state)
-    chunk = dask.delayed(InTask(chunk_fn), pure=True)
-    parts = [chunk(start, shipped, *row) for start, row in zip(starts, blocks)]
-    return fold(parts, combine_fn, split_every=split_every, running=running)
+    chunk = InTask(chunk_fn)
+    token = tokenize(chunk, shipped.key, combine_fn, [a.name for a in cut], starts, split_every, running)
+    name = f"{funcname(chunk)}-{token}"
+    passes = {}
+    for i, start in enumerate(starts):
+        blocks = [(a.name, i) + (0,) * (a.ndim - 1) for a in cut]
+        passes[(name, i)] = (chunk, (start, TaskRef(shipped.key)), blocks)
+    graph = {}
+    for a in cut:
+        graph.update(a.__dask_graph__())
+    layer = _nested_blocks(graph, passes)
+    layer.update(shipped.__dask_graph__())
+    combine_name, combines = f"{funcname(combine_fn)}-{tokenize(token, 'combine')}", []
+
+    def combine(group):
+        key = (combine_name, len(combines))
+        combines.append(key)
+        layer[key] = Task(key, combine_fn, List(*(TaskRef(k) for k in group)))
+        return key
+
+    total = _fold_order(list(passes), combine, split_every, running)
+    # one layer: the pass tasks, what they share (state, source arrays) and the fold, nothing else
+    return Delayed(total, HighLevelGraph.from_collections(name, layer, dependencies=[]), layer=name)
 
 
 def iter_row_blocks(arrays, order, *, prefetch=1):
@@ -462,7 +507,7 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     other block (read, map): a block never waits in a worker's memory for a
     separate write task, and the scheduler handles one task per block instead
     of two or three, which at 10^4 blocks cost more than the blocks' own work
-    (:func:`_fused_writes`). What blocks share (the state, the source array,
+    (:func:`_nested_blocks`). What blocks share (the state, the source array,
     the writer) stays one key each.
 
     Parameters
@@ -475,6 +520,7 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     name : str
         Key prefix, unique to this write (tasks have side effects).
     """
+    from dask._task_spec import TaskRef
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
 
@@ -483,47 +529,67 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     writes = {}
     for index in blocks:
         index = tuple(int(i) for i in index)
-        writes[(name, *index)] = ((X.name, *index), list(index))
+        writes[(name, *index)] = (_write_one, (TaskRef(writer), list(index)), [(X.name, *index)])
     count = f"{name}-count"
     # one layer: the fused writes and what they share (state, source array), nothing else
-    layer = {**_fused_writes(X.__dask_graph__(), writes, writer), writer: write_block, count: (len, list(writes))}
+    layer = {**_nested_blocks(X.__dask_graph__(), writes), writer: write_block, count: (len, list(writes))}
     return Delayed(count, HighLevelGraph.from_collections(name, layer, dependencies=[]), layer=name)
 
 
-def _fused_writes(graph, writes, writer):
-    """``graph``'s tasks with each block's own tasks fused into its write task (``writes``: key -> (block, index)).
+def _nested_blocks(graph, tasks):
+    """``graph``'s tasks and ``tasks``, each with its blocks' own tasks nested into it.
 
+    ``tasks`` maps a new key to ``(fn, args, blocks)``: the task
+    ``fn(*args, *blocks)``, with ``args`` values or ``TaskRef`` s to keys that
+    stay their own (a state, a writer) and ``blocks`` keys of ``graph``.
     A block's own tasks are its key's task and, up the dependencies, every
     task whose only dependent is one of them (a row block read, then mapped):
-    one such task is nested into the write as an argument, several are fused
-    with it (``GraphNode.fuse``, twice the cost a block). A task two blocks
-    need (the shipped state, the source array, a chunk a rechunk splits)
-    stays a key of its own. Built on dask's task spec (dask 2024.12 on; a
-    layer of legacy tuples is converted first).
+    one such task is nested into the new task as an argument, several are
+    fused with it (``GraphNode.fuse``, twice the cost a block). A task two
+    blocks need (the shipped state, the source array, a chunk a rechunk
+    splits), or that two arrays' blocks share, stays a key of its own, as
+    does a block held in memory (a persisted one: a future). Built on dask's
+    task spec (dask 2024.12 on; a layer of legacy tuples is converted first).
     """
-    from dask._task_spec import GraphNode, Task, TaskRef, convert_legacy_graph
+    from dask._task_spec import DataNode, GraphNode, Task, TaskRef, convert_legacy_graph
 
-    graph = convert_legacy_graph(dict(graph))
+    raw = dict(graph)
+    graph = convert_legacy_graph(raw)
     users: dict = {}
-    for key, task in graph.items():
-        for dep in task.dependencies:
+    for deps in [task.dependencies for task in graph.values()] + [blocks for _, _, blocks in tasks.values()]:
+        for dep in deps:
             users[dep] = users.get(dep, 0) + 1
-    fused, absorbed = {}, set()
-    for key, (block, index) in writes.items():
-        own, stack = [graph[block]], [block]
+    absorbed: set = set()
+
+    def own(block):
+        """The tasks of ``block`` that serve nothing else, its own first (none if shared or held)."""
+        if block not in graph or users.get(block) != 1 or graph[block].block_fusion:
+            return []
+        found, stack = [graph[block]], [block]
         while stack:
             for dep in graph[stack.pop()].dependencies:
                 if dep in graph and users.get(dep) == 1 and dep not in absorbed and not graph[dep].block_fusion:
-                    own.append(graph[dep])
+                    found.append(graph[dep])
                     stack.append(dep)
-        absorbed.update(task.key for task in own)
-        if len(own) == 1 and isinstance(own[0], Task):  # the usual case: the block's task nested as an argument,
-            fused[key] = Task(key, _write_one, own[0], TaskRef(writer), index)  # a tenth of what a fuse costs
-        else:
-            write = Task(key, _write_one, TaskRef(block), TaskRef(writer), index)
-            fused[key] = GraphNode.fuse(*own, write, key=key)
-    fused.update((key, task) for key, task in graph.items() if key not in absorbed)
-    return fused
+        absorbed.update(task.key for task in found)
+        return found
+
+    nested = {}
+    for key, (fn, args, blocks) in tasks.items():
+        inputs, fused = [], []
+        for block in blocks:
+            tasks_of = own(block)
+            if len(tasks_of) == 1 and isinstance(tasks_of[0], (Task, DataNode)):  # the usual case: an argument,
+                inputs.append(tasks_of[0])  # a tenth of what a fuse costs
+            else:
+                inputs.append(TaskRef(block))
+                fused += tasks_of
+        task = Task(key, fn, *args, *inputs)
+        nested[key] = GraphNode.fuse(*fused, task, key=key) if fused else task
+    nested.update((key, task) for key, task in graph.items() if key not in absorbed)
+    # a persisted block is a future, which the conversion drops (an alias of itself): it stays as it was
+    nested.update((key, value) for key, value in raw.items() if key not in graph)
+    return nested
 
 
 def written_keys(count) -> list:
@@ -541,7 +607,7 @@ def written_keys(count) -> list:
     return list(task[1])
 
 
-def _write_one(block, write_block, index):
+def _write_one(write_block, index, block):
     write_block(block, tuple(index))
     return 1
 

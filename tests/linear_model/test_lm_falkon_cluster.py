@@ -3,6 +3,7 @@
 import dask
 import numpy as np
 import zarr
+from dask.utils import key_split
 from distributed import Client, LocalCluster, get_task_stream
 
 from dkapprox import io
@@ -31,17 +32,23 @@ def test_zarr_input_read_once_a_pass_when_it_does_not_fit_and_kept_when_it_does(
             with dask.config.set({"dkapprox.persist-fraction": fraction}), \
                     WorkerWatch(client, interval=0.05) as watch, get_task_stream(client) as stream:
                 model = KernelRidge(**kw).fit(Xz, y)
+            # a Zarr read run as a task of its own; a pass task, which holds the read of its row's block
             reads = [t for t in stream.data if str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
                      .startswith(Xz.name)]
-            runs[fraction] = model, len(reads), watch.report
+            passes = [t for t in stream.data if key_split(t["key"]) == "normal_partial"]
+            runs[fraction] = model, len(reads), len(passes), watch.report
         client.cancel(list(client.futures))
-    streamed, reads, report = runs[1e-9]
+    streamed, reads, passes, report = runs[1e-9]
     assert not streamed.input_persisted_
-    # uniform centers read only the blocks that hold one; then every block once a pass
-    assert reads <= 10 * streamed.passes_ and reads >= 10 * (streamed.passes_ - streamed.center_passes_)
+    # uniform centers read only the blocks that hold one, each read a task; then every block once a pass,
+    # inside the pass's task of its row (dkapprox._graph.reduce_aligned_rows): no read of its own
+    assert reads <= 10 * streamed.center_passes_
+    assert passes == 10 * (streamed.passes_ - streamed.center_passes_)
     assert report.restarts == 0 and not report.paused and not any(report.spilled_bytes.values())
-    kept, reads, report = runs[0.25]
+    kept, reads, passes, report = runs[0.25]
+    # read once to be kept (persisted), then the passes read what the workers keep
     assert kept.input_persisted_ and reads <= 10 * (kept.center_passes_ + 1)
+    assert passes == 10 * (kept.passes_ - kept.center_passes_)
     for model in (streamed, kept):
         np.testing.assert_array_equal(model.center_indices_, local.center_indices_)
         np.testing.assert_allclose(model.predict(X), local.predict(X), atol=1e-4)  # float32 through CG

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from dask.callbacks import Callback
+from dask.utils import key_split
 
 from dkapprox import RBFSampler
+from dkapprox.cluster._memory import _nested_keys
 from dkapprox.linear_model import Ridge, RidgeClassifier, RidgeCV
 from dkapprox.linear_model._moments import Moments
 from dkapprox.linear_model._streaming import SPLIT_EVERY
@@ -38,6 +40,14 @@ class Measure(Callback):
         self.largest = {}
         self.peak_held = 0
         self.runs = {}
+        self.graph = {}
+
+    def _start(self, dsk):
+        self.graph.update(dsk)
+
+    def read_inside(self, key):
+        """The keys of the tasks nested in task ``key``: the blocks it reads (dkapprox._graph)."""
+        return set(_nested_keys(self.graph[key]))
 
     def _pretask(self, key, dsk, state):
         self.runs[key] = self.runs.get(key, 0) + 1
@@ -93,11 +103,26 @@ def test_no_task_returns_more_than_a_block_and_the_peak_does_not_grow_with_n(mod
     assert measure.peak_held < 64 * block / 4  # far below the features' size
 
 
+def runs(measure, prefix):
+    """How many times each task named ``prefix`` ran."""
+    return [count for key, count in measure.runs.items() if key_split(key) == prefix]
+
+
+def blocks_read(measure, prefix, name):
+    """Block keys of array ``name`` read inside the tasks named ``prefix``, one entry a reading task."""
+    return [k for key in measure.runs if key_split(key) == prefix
+            for k in measure.read_inside(key) if isinstance(k, tuple) and k[0] == name]
+
+
 @pytest.mark.parametrize("model", [Ridge(), RidgeCV(n_folds=3, random_state=0)], ids=["ridge", "ridge_cv"])
 def test_fit_reads_every_block_of_the_data_exactly_once(model):
     measure, X = measured_fit(model, 12)
-    x_runs = [count for key, count in measure.runs.items() if isinstance(key, tuple) and key[0] == X.name]
-    assert len(x_runs) == X.numblocks[0] and set(x_runs) == {1}
+    # each block is drawn inside the one pass task of its row (dkapprox._graph.reduce_aligned_rows),
+    # which ran once, and never as a task of its own
+    assert runs(measure, "block_moments") == [1] * X.numblocks[0]
+    read = blocks_read(measure, "block_moments", X.name)
+    assert len(read) == len(set(read)) == X.numblocks[0]
+    assert not [key for key in measure.runs if isinstance(key, tuple) and key[0] == X.name]
 
 
 def test_classifier_reads_the_features_once_and_the_labels_twice():
@@ -107,8 +132,12 @@ def test_classifier_reads_the_features_once_and_the_labels_twice():
     with dask.config.set(scheduler="sync"), Measure() as measure:
         RidgeClassifier().fit(Z, labels)
 
-    def runs(name):
-        return [c for k, c in measure.runs.items() if isinstance(k, tuple) and k[0] == name]
-
-    assert set(runs(Z.name)) == {1} and len(runs(Z.name)) == 10
-    assert set(runs(labels.name)) == {2}  # distinct classes first, then the statistics
+    # every block read inside a pass task that ran once: the features in the statistics' pass only,
+    # the labels in both (distinct classes first, then the statistics)
+    assert runs(measure, "unique_labels_block") == runs(measure, "block_moments") == [1] * 10
+    assert not blocks_read(measure, "unique_labels_block", Z.name)
+    for prefix, name in [("block_moments", Z.name), ("unique_labels_block", labels.name),
+                         ("block_moments", labels.name)]:
+        read = blocks_read(measure, prefix, name)
+        assert len(read) == len(set(read)) == 10, (prefix, name)
+    assert not [key for key in measure.runs if isinstance(key, tuple) and key[0] in (Z.name, labels.name)]
