@@ -69,10 +69,11 @@ def learning(args):
                   lambda p: ["-", "-", p[0].landmark_passes_ + 1, "-"])
         for m in args.centers:
             for alpha in args.alphas:
-                clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=data["gamma"], n_centers=m,
-                                            tol=args.tol, max_iter=args.max_iter, random_state=0)
-                timed(f"KernelRidge m={m} alpha={alpha:g}", clf,
-                      lambda c: [c.n_iter_, f"{c.residuals_[-1]:.1e}", c.passes_, c.input_persisted_])
+                for max_iter in args.max_iter:
+                    clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=data["gamma"], n_centers=m,
+                                                tol=args.tol, max_iter=max_iter, random_state=0)
+                    timed(f"KernelRidge m={m} alpha={alpha:g} max_iter={max_iter}", clf,
+                          lambda c: [c.n_iter_, f"{c.residuals_[-1]:.1e}", c.passes_, c.input_persisted_])
     svc = None
     if not args.no_svc:
         result = run_exact(data, [args.svc_rows], args.svc_budget, log=print)
@@ -84,7 +85,7 @@ def learning(args):
             row.append(f"{row[1] - svc[1]:+.4f} / {row[2] / svc[2]:.2f}")
         rows[-1].append("0 / 1")
     print_table(f"learning study: {args.rows:,} training rows, {args.rows // 10:,} test rows, LocalCluster(2x1), "
-                f"blocks of {args.chunk:,}; KernelRidge tol={args.tol:g}, max_iter={args.max_iter}",
+                f"blocks of {args.chunk:,}; KernelRidge tol={args.tol:g}",
                 ["model", "accuracy", "s (fit+predict)", "fit s", "CG iters", "residual", "passes", "persisted"]
                 + (["acc - SVC / time / SVC"] if svc else []), rows)
 
@@ -217,7 +218,7 @@ def main():
     parser.add_argument("--centers", default="2048,8192,16384")
     parser.add_argument("--alphas", default="0.1")
     parser.add_argument("--tol", type=float, default=1e-3)
-    parser.add_argument("--max-iter", type=int, default=20)
+    parser.add_argument("--max-iter", default="20", help="CG iterations at most; a comma list runs each")
     parser.add_argument("--svc-rows", type=int, default=100_000)
     parser.add_argument("--svc-budget", type=float, default=600.0)
     parser.add_argument("--no-svc", action="store_true")
@@ -230,6 +231,7 @@ def main():
     args = parser.parse_args()
     args.centers = [int(c) for c in args.centers.split(",")]
     args.alphas = [float(a) for a in args.alphas.split(",")]
+    args.max_iter = [int(i) for i in args.max_iter.split(",")]
     args.exact_rows, args.cost_rows, args.cost_centers = [5_000, 10_000], 100_000, [2048, 8192]
     if args.quick:
         args.rows, args.chunk, args.svc_rows = 50_000, 10_000, 10_000
