@@ -271,16 +271,14 @@ def test_a_pass_over_unknown_row_sizes_and_sparse_blocks_nests_them_too():
                                   _numpy_fold(blocks, list(range(0, 60, 15)), 8, False))
 
 
-def test_a_pass_graph_of_ten_thousand_blocks_is_built_in_linear_time():
+def test_a_pass_graph_of_ten_thousand_blocks_is_one_layer_of_a_task_a_block():
     # one layer of tasks, not a delayed object a block: a running fold's merged graphs made it quadratic
-    # (87 s to build at 10^4 blocks, 7.9 s as a tree; now under a second either way)
-    import time
-
+    # (87 s to build at 10^4 blocks, 7.9 s as a tree; under a second either way now: a benchmark's figure,
+    # measured once, not asserted here). What can be asserted is the shape: one layer, a task a block.
     X = da.ones((20_000, 2), chunks=(2, 2))
-    started = time.perf_counter()
     lazy = _graph.reduce_aligned_rows([X, np.zeros(20_000)], _rows_seen_y, _in_order, None, running=True)
-    seconds = time.perf_counter() - started
-    assert len(dict(lazy.__dask_graph__())) < 1.2 * 10_000 and seconds < 10, seconds
+    graph = lazy.__dask_graph__()
+    assert len(graph.layers) == 1 and len(dict(graph)) < 1.2 * 10_000
 
 
 def _rows_seen_y(row_start, state, block, y):
