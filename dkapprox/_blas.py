@@ -70,32 +70,43 @@ def _adjust():
 def _set(lib, n):
     """Set ``lib``'s threads from whichever thread runs the task.
 
-    OpenBLAS's ``openblas_set_num_threads`` (what threadpoolctl calls) did not raise the count
-    when called from a thread other than the main one (OpenBLAS 0.3.31 here: a worker thread
-    set 2 after 1 and it stayed 1), so a task ending in a scheduler thread could not give the
-    user's setting back. ``openblas_set_num_threads_local`` (OpenBLAS 0.3.27 and newer) sets
-    the same global count and does raise it from any thread; it is used where it exists.
+    For OpenBLAS, OpenBLAS's own setter is called, not threadpoolctl's ``set_num_threads``:
+    threadpoolctl 3.6 and newer let only one "controlling" thread of a process change OpenBLAS's
+    (process-wide) count and silently do nothing in every other thread, so a task running in a
+    scheduler thread could neither lower the count nor give the user's back. dkapprox first
+    called ``openblas_set_num_threads_local`` for this (it bypasses threadpoolctl too), but the
+    OpenBLAS of numpy 2.5's wheels (0.3.34) no longer exports it; the plain setter, under the
+    prefix and suffix of the build (``scipy_openblas_set_num_threads64_`` in numpy's wheels),
+    is in every OpenBLAS and sets the same global count from any thread. Under OpenBLAS's OpenMP
+    threading layer the count is per thread, and threadpoolctl's call (``omp_set_num_threads``)
+    is the right one; any other library (MKL, BLIS) is set through threadpoolctl as well.
     """
-    local = _openblas_local(lib)
-    if local is not None:
-        local(int(n))
+    setter = _openblas_setter(lib)
+    if setter is not None:
+        setter(int(n))
     else:
         lib.set_num_threads(int(n))
 
 
-def _openblas_local(lib):
-    if getattr(lib, "internal_api", None) != "openblas":
+def _openblas_setter(lib):
+    """OpenBLAS's own ``openblas_set_num_threads`` in ``lib`` (any affix), or None if not OpenBLAS on pthreads."""
+    if getattr(lib, "internal_api", None) != "openblas" or getattr(lib, "threading_layer", None) == "openmp":
         return None
-    found = getattr(lib, "_dkapprox_local", False)
+    found = getattr(lib, "_dkapprox_setter", False)
     if found is False:
         import ctypes
 
-        try:
-            found = lib.dynlib.openblas_set_num_threads_local
-            found.argtypes, found.restype = [ctypes.c_int], ctypes.c_int
-        except AttributeError:  # an OpenBLAS older than 0.3.27
-            found = None
-        lib._dkapprox_local = found
+        found = None
+        for prefix in ("", "scipy_"):
+            for suffix in ("", "64_", "_64"):
+                found = getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if found is not None:
+                    break
+            if found is not None:
+                break
+        if found is not None:
+            found.argtypes, found.restype = [ctypes.c_int], None
+        lib._dkapprox_setter = found
     return found
 
 

@@ -242,6 +242,9 @@ def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**3
         shape = tuple(int(s) for s in z.shape)
         chunks = tuple(int(c) for c in z.chunks)
         dtype = z.dtype
+        stored = _stored_chunk_shape(z)
+    if stored is not None and any(c < 1 for c in stored):  # a repair zarr made on opening is refused
+        raise InputDataError(f"{where}: invalid shape {shape} or chunks {stored}")
     if len(shape) not in ndims:
         expected = "a 2-D array (samples x features)" if ndims == (2,) else \
             "a 1-D array of targets, or a 2-D one (samples x targets)"
@@ -264,6 +267,29 @@ def check_zarr_metadata(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**3
         raise InputDataError(f"{where}: one chunk {chunks} holds {chunk_bytes:,} bytes, more than "
                              f"max_chunk_bytes={max_chunk_bytes:,}; rechunk the store")
     return shape, chunks, dtype
+
+
+def _stored_chunk_shape(z):
+    """The chunk shape the array's stored metadata document declares, as written (None if not found).
+
+    zarr 3.4 reads a declared chunk length of 0 as 1 and only warns, so ``z.chunks`` no longer tells
+    a hostile document from a sane one; the document itself (``zarr.json``'s regular chunk grid, or
+    v2's ``.zarray``) still does. A document of another shape (a sharded or irregular grid, a store
+    that keeps consolidated metadata only) gives None: zarr's own reading of it stands.
+    """
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    v3 = getattr(z.metadata, "zarr_format", 3) == 3
+    raw = sync((z.store_path / ("zarr.json" if v3 else ".zarray")).get(prototype=default_buffer_prototype()))
+    if raw is None:
+        return None
+    try:
+        document = json.loads(raw.to_bytes())
+        declared = (document["chunk_grid"]["configuration"]["chunk_shape"] if v3 else document["chunks"])
+        return tuple(int(c) for c in declared)
+    except (ValueError, TypeError, KeyError):  # unreadable here: zarr parsed it, its reading stands
+        return None
 
 
 def zarr_as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32, ndims=(2,)):

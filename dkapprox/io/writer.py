@@ -200,14 +200,20 @@ class BlockWriter:
 
 
 def _raw_markers(done) -> bool:
-    """True if a marker chunk is its value's 8 little-endian bytes, as ensure_arrays makes it."""
-    from zarr.codecs import BytesCodec
+    """True if a marker chunk is its value's 8 little-endian bytes, as ensure_arrays makes it.
 
+    Read from the metadata document (``to_dict``), not from the codec objects: zarr 3.1 gives
+    ``BytesCodec.endian`` as an ``Endian`` enum, zarr 3.3 and newer as a plain string, while the
+    document says ``{"name": "bytes", "configuration": {"endian": "little"}}`` in every release.
+    """
     meta = done.metadata
-    codecs = getattr(meta, "codecs", ())
-    return (getattr(meta, "zarr_format", 2) == 3 and tuple(done.chunks) == (1, 1) and np.dtype(done.dtype) == np.uint64
-            and len(codecs) == 1 and isinstance(codecs[0], BytesCodec) and codecs[0].endian is not None
-            and codecs[0].endian.value == "little")
+    if getattr(meta, "zarr_format", 2) != 3 or tuple(done.chunks) != (1, 1) or np.dtype(done.dtype) != np.uint64:
+        return False
+    codecs = list(meta.to_dict().get("codecs") or ())
+    if len(codecs) != 1 or not isinstance(codecs[0], dict):
+        return False
+    endian = (codecs[0].get("configuration") or {}).get("endian")
+    return codecs[0].get("name") == "bytes" and str(getattr(endian, "value", endian)) == "little"
 
 
 def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
