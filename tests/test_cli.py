@@ -339,6 +339,10 @@ def test_hostile_or_bad_input_exits_65(failures, work, capsys):
     assert_one_line_error(nan, 65, "NaN")
     narrow = in_process(capsys, "transform", base / "narrow.zarr", "--model", work["model"], "--out", failures["never"])
     assert_one_line_error(narrow, 65, "X has 5 features, but RBFSampler is expecting 8")
+    # a chunk length of 0: zarr 3.4 reads it as 1 (and warns) where 3.1 refuses; 65 from the stored document on both
+    _hostile_store(base / "zero-chunk.zarr", chunk_grid={"name": "regular", "configuration": {"chunk_shape": [0, 32]}})
+    zero = in_process(capsys, "featurize", base / "zero-chunk.zarr", "--method", "rbf", "--out", failures["never"])
+    assert_one_line_error(zero, 65, "zero-chunk.zarr", "chunks (0, 32)")
 
 
 def test_tampered_model_exits_65_and_writes_nothing(failures, work, capsys):
