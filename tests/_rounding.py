@@ -148,17 +148,15 @@ def count_sketch_bound(est, X):
     return per_row[:, None] * np.ones((1, m))
 
 
-def nystroem_bound(est, X):
-    """k(X, landmarks) @ normalization: the kernel's own bound, then the product's."""
-    state = est._state(X.dtype)
-    kernel, N = state.kernel, dense64(state.normalization)
+def _kernel_and_bound(kernel, X, landmarks, dtype):
+    """(``k(X, landmarks)`` in float64, the bound of its rounding when computed in ``dtype``)."""
     name = kernel.metric if isinstance(kernel.metric, str) else None
     params = dict(kernel.params)
-    e, e64 = eps(X.dtype), eps(np.float64)
+    e, e64 = eps(dtype), eps(np.float64)
     X64 = dense64(X)
-    K = dense64(kernel.between(X64, dense64(state.landmarks)))
+    K = dense64(kernel.between(X64, dense64(landmarks)))
     if name in ("rbf", "linear", "polynomial", "poly", "sigmoid", "cosine"):
-        L = dense64(state.landmarks)
+        L = dense64(landmarks)
         d = X.shape[1]
         gamma = params.get("gamma") or 1.0 / d
         if name == "cosine":
@@ -184,8 +182,79 @@ def nystroem_bound(est, X):
         # laplacian, chi2, additive_chi2, precomputed: each entry from its own pair of rows by a
         # fixed loop (scipy's cdist, scikit-learn's Cython): a few units of rounding at most
         dK = 4 * e * np.abs(K)
+    return K, dK
+
+
+def nystroem_bound(est, X):
+    """k(X, landmarks) @ normalization: the kernel's own bound, then the product's."""
+    state = est._state(X.dtype)
+    N = dense64(state.normalization)
+    K, dK = _kernel_and_bound(state.kernel, X, state.landmarks, X.dtype)
     m = N.shape[0]
-    return SLACK * (dK @ np.abs(N) + m * e * (np.abs(K) @ np.abs(N)))
+    return SLACK * (dK @ np.abs(N) + m * eps(X.dtype) * (np.abs(K) @ np.abs(N)))
+
+
+def restriction_bound(est, X):
+    """Rank-restricted Nystroem fitted on ``X`` in other blocks: how far the features of ``X`` move with the state.
+
+    ``nystroem_bound`` holds one fitted state fixed. A rank restriction (``n_landmarks >
+    n_components``; ``normalization_`` of shape (m, l), m < l) reads the data for its state: it sums
+    the Gram ``G = Z^T Z`` (l x l, float64) of the plain features ``Z = k(X, L) N0``, ``N0 =
+    K_LL^(-1/2)`` (the same bits in every fit: the same landmarks, on the driver), folded over the
+    row blocks, and ``normalization_ = (N0 V_m)^T`` with ``V_m`` the top m eigenvectors of ``G``.
+    Another chunking (a dask fit against a NumPy fit) sums ``G`` in another order, and an
+    eigenvector moves by its neighbours' gap's inverse: the term missing from the chunking bound
+    (measured on the fuzz suite's 30 x 5 cosine rpcholesky case: eigenvalues 4.181 and 4.146, gap
+    0.035, and the two fits' features 2 and 3 differ by 7.7e-15, over the fixed-state bound).
+
+    Derivation, for a row ``x`` and feature ``j`` (first order; ``SLACK`` covers the second):
+
+    - ``|G - G'| <= n eps |Z|^T |Z| + |Z|^T B + B^T |Z|`` entrywise: each entry is a sum of ``n``
+      products, in two orders (Higham eq. 3.5, as ``dot_bound``), of rows ``z_r`` that other
+      blocks compute within ``B_r = dK_r |N0| + l eps |K_r| |N0|`` (the kernel's and the product's
+      bounds, as in ``nystroem_bound``; float64, the Gram's dtype whatever the data's).
+    - Each fit's ``eigh`` is backward stable: its eigenvectors are exact for ``G + F`` with
+      ``||F||_2 <= p(l) eps ||G||_2`` (Demmel, *Applied Numerical Linear Algebra*, 5.2; we take
+      ``p(l) = l``); two fits, two such errors. So the two fits decompose matrices ``delta``
+      apart in the 2-norm, ``delta <= ||G - G'||_F + 2 l eps ||G||_2``.
+    - Davis-Kahan's sin-theta theorem: ``||v_j - v_j'||_2 <= delta / (gap_j - delta)``, ``gap_j =
+      min_{k != j} |w_j - w_k|`` over all l eigenvalues of ``G`` (``gap_j - delta`` bounds the gap
+      to the other matrix's spectrum by Weyl's inequality). The signs are fixed the same way in
+      both fits (each vector's largest entry positive).
+    - Feature j of ``x`` is ``k(x, L) N0 v_j = z(x) . v_j``: it moves by ``z(x) . (v_j - v_j')``,
+      at most ``||z(x)||_2 ||v_j - v_j'||_2``.
+
+    Features whose eigenvalue the fit cut as null (``restriction.NULL_RTOL``) are zero in every fit:
+    0. A gap within ``delta`` (eigenvalues tied within rounding) leaves its eigenvectors to
+    rounding, so no bound exists: an AssertionError, never a silent infinite bound. 0 everywhere
+    for plain Nystroem (square ``normalization_``): its state reads no data.
+    """
+    from dkapprox.nystroem.normalization import default_rtol, inverse_sqrt
+
+    restricted = dense64(est.normalization_)  # (m, l)
+    m, n_landmarks = restricted.shape
+    n = X.shape[0]
+    out = np.zeros((n, m))
+    if m == n_landmarks:
+        return out
+    e64 = eps(np.float64)
+    kernel = est._state(X.dtype).kernel
+    basis = kernel.between(est.components_, est._landmarks())
+    N0 = dense64(inverse_sqrt(basis, rtol=default_rtol(n_landmarks, basis.dtype)))
+    K, dK = _kernel_and_bound(kernel, X, est._landmarks(), np.float64)
+    Z, absN0 = K @ N0, np.abs(N0)
+    B = dK @ absN0 + n_landmarks * e64 * (np.abs(K) @ absN0)
+    absZ = np.abs(Z)
+    dG = n * e64 * (absZ.T @ absZ) + absZ.T @ B + B.T @ absZ
+    G = Z.T @ Z
+    w = np.linalg.eigvalsh((G + G.T) * 0.5)[::-1]
+    delta = np.linalg.norm(dG) + 2 * n_landmarks * e64 * float(np.abs(w).max())
+    kept = np.abs(restricted).max(axis=1) > 0  # features not cut as null
+    for j in np.flatnonzero(kept):
+        gap = float(np.min(np.abs(np.delete(w, j) - w[j])))
+        assert gap > delta, f"feature {j}: eigenvalue gap {gap:.3g} within the Gram's rounding {delta:.3g}"
+        out[:, j] = SLACK * np.linalg.norm(Z, axis=1) * delta / (gap - delta)
+    return out
 
 
 _BOUNDS = [
@@ -231,7 +300,9 @@ def compute_checked(lazy):
     """``lazy`` computed block by block, each block checked against the declared chunks, dtype and meta."""
     import dask
 
-    blocks = dask.compute(*lazy.to_delayed().ravel())
+    from dkapprox import _graph  # a delayed object a block, in both dask.array modes (to_delayed: legacy only)
+
+    blocks = dask.compute(*_graph.delayed_blocks(lazy))
     for index, block in zip(np.ndindex(*lazy.numblocks), blocks):
         declared = tuple(lazy.chunks[axis][i] for axis, i in enumerate(index))
         assert block.shape == declared, (index, block.shape, declared)
@@ -246,11 +317,18 @@ def compute_checked(lazy):
 def transform_by_blocks(est, X, rows):
     """``est.transform`` of NumPy ``X`` one row block at a time (``rows``: block sizes or one size).
 
-    What a dask or Zarr transform of the same blocks must equal bit for bit (promise 1).
+    What a dask or Zarr transform of the same blocks must equal bit for bit (promise 1), and so
+    computed as a block task computes them: on one BLAS thread (``threadpool_limits(1)``,
+    dkapprox/_blas.py). NumPy on the process's default threads is another computation: OpenBLAS
+    splits a product between two threads in another order under some kernels (``OPENBLAS_CORETYPE``
+    Zen: 0.4 to 17% of the values of these tests' blocks differ in their last bits).
     """
+    from threadpoolctl import threadpool_limits
+
     n = X.shape[0]
     sizes = [rows] * (-(-n // rows)) if np.isscalar(rows) else list(rows)
     edges = np.cumsum([0] + [int(s) for s in sizes])
     edges[-1] = min(edges[-1], n)
-    parts = [est.transform(X[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+    with threadpool_limits(1, user_api="blas"):
+        parts = [est.transform(X[a:b]) for a, b in zip(edges[:-1], edges[1:])]
     return sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
