@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 # moto accepts any keys; these are obviously not real ones, and tests assert they never appear in output
 ACCESS_KEY = "AKIADKAPPROXTESTKEY0"
@@ -89,7 +90,9 @@ class MotoServer:
 
     def start(self):
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        cmd = [*self.prefix, sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+        # moto's server, its object writes made atomic as S3's are (tests/_moto_atomic.py)
+        cmd = [*self.prefix, sys.executable, str(Path(__file__).with_name("_moto_atomic.py")), "-H", self.host,
+               "-p", str(self.port)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:  # bounded: about 300 polls at most
