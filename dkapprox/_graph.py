@@ -5,8 +5,9 @@ pure *block function* ``block_fn(block, state) -> ndarray``.  This module turns
 those into graphs:
 
 * :func:`map_rows` applies a block function to every row block; the state
-  enters the graph as **one key** (``dask.delayed(state, pure=True)``), never
-  as the estimator or a bound method, so each worker deserializes it once.
+  enters the graph as **one key** (``dask.delayed(state, pure=True)``; with
+  dask's array expressions, the one block of a 0-d array), never as the
+  estimator or a bound method, so each worker deserializes it once.
 * :func:`tree_reduce` and :func:`reduce_aligned_rows` fold per-block
   statistics (:func:`fold`: a bounded fan-in tree or a running total), so a
   fit reads the data once whatever the number of blocks.
@@ -37,6 +38,62 @@ __all__ = ["SizedState", "map_rows", "reduce_aligned_rows", "row_sizes", "take_r
 
 def is_sparse_meta(X: da.Array) -> bool:
     return sp.issparse(getattr(X, "_meta", None))
+
+
+def expression_mode() -> bool:
+    """True where dask.array is its array expressions ("query planning", ``array.query-planning``)."""
+    return da.array_expr_enabled()
+
+
+def array_from_graph(graph, name, chunks, meta):
+    """A dask array whose blocks are the keys ``(name, i, j, ...)`` of ``graph`` (a mapping or HighLevelGraph).
+
+    Legacy dask.array wraps the graph as it is (``dask.array.Array``); array
+    expressions take it as a ``FromGraph`` expression, which names its blocks
+    ``<name>-<token>`` and points them at ``graph``'s keys (the array's
+    ``name`` is then not ``name``: read its keys with ``__dask_keys__()``).
+    """
+    chunks = tuple(tuple(axis) for axis in chunks)
+    if not expression_mode():
+        return da.Array(graph, name, chunks=chunks, meta=meta)
+    from dask.array._array_expr._collection import from_graph
+
+    keys = [(name, *index) for index in np.ndindex(*(len(axis) for axis in chunks))]
+    return from_graph(dict(graph), meta, chunks, keys, name)
+
+
+def optimized(arrays):
+    """``arrays`` optimized together as compute would: one graph (a mapping) and each array's block keys.
+
+    The keys are nested lists, as ``__dask_keys__()`` gives them. Legacy
+    dask.array: ``dask.optimize`` (the keys are kept). Array expressions: the
+    expressions optimized together, as ``dask.compute`` optimizes them
+    (``collections_to_expr(...).optimize()``); ``dask.optimize`` of dask
+    2026.8 materializes an array expression without lowering it, and fails on
+    any that must be lowered (a rechunk: ``'Rechunk' object has no attribute
+    'npartitions'``), and would alias every key through a ``FromGraph``.
+    """
+    if not expression_mode():
+        arrays = dask.optimize(*arrays)
+        graph = {}
+        for a in arrays:
+            graph.update(a.__dask_graph__())
+        return graph, [a.__dask_keys__() for a in arrays]
+    from dask.base import collections_to_expr
+
+    expr = collections_to_expr(list(arrays)).optimize()
+    return dict(expr.__dask_graph__()), list(expr.__dask_keys__())
+
+
+def _block_key(keys, index):
+    """The key of block ``index`` (a tuple of block indices) in nested ``__dask_keys__()`` lists."""
+    for i in index:
+        keys = keys[i]
+    return keys
+
+
+def _flat_keys(keys) -> list:
+    return [k for sub in keys for k in _flat_keys(sub)] if isinstance(keys, list) else [keys]
 
 
 class SizedState:
@@ -74,6 +131,27 @@ def nbytes(obj) -> int:
 def ship(state):
     """The fitted state as a single graph key, named by its content."""
     return dask.delayed(state, pure=True, traverse=False)
+
+
+def _shipped_block(state):
+    """The state as an argument of ``map_blocks``, one key: a delayed object, or a 0-d array of one block.
+
+    Array expressions' ``map_blocks`` refers to a delayed argument's key but
+    leaves its graph out (the key is then missing at compute); an array
+    argument's graph it keeps. So there the state is a 0-d array whose one
+    block is the state (:func:`array_from_graph`): ``map_blocks`` gives it,
+    unconcatenated, to every block's task, as it gives a delayed object's value.
+    """
+    shipped = ship(state)
+    if not expression_mode():
+        return shipped, shipped.key
+    from dask._task_spec import DataNode
+
+    # a plain value (a state dataclass, a number) is moved to the array's key as it is, and wrapped by dask;
+    # a container would be read as a task or keys, so it goes wrapped (its node then keeps the key it was made with)
+    value = DataNode((shipped.key,), state) if isinstance(state, (tuple, list, set, frozenset, dict, str)) else state
+    block = array_from_graph({(shipped.key,): value}, shipped.key, (), np.empty(()))
+    return block, block.name
 
 
 def _run_block(block, state, block_fn, check):
@@ -182,8 +260,8 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
     """
     X = whole_rows(X)
     tail = (int(n_out),) if np.ndim(n_out) == 0 else tuple(int(t) for t in n_out)
-    shipped = ship(state)
-    token = tokenize(X.name, shipped.key, block_fn, check, tail, np.dtype(dtype).str, sparse)
+    shipped, state_key = _shipped_block(state)
+    token = tokenize(X.name, state_key, block_fn, check, tail, np.dtype(dtype).str, sparse)
     if sparse:
         meta = sp.csr_matrix((0,) + tail, dtype=dtype)
     elif isinstance(X._meta, np.ndarray) or sp.issparse(X._meta):  # NumPy (masked too) or scipy in: ndarray out
@@ -207,12 +285,25 @@ def map_rows(X, block_fn, state, *, n_out, dtype, name, check=None, sparse=False
 
 def row_blocks(X: da.Array):
     """One delayed object per row block (columns merged)."""
-    return _blocks(whole_rows(X))
+    return delayed_blocks(whole_rows(X))
 
 
-def _blocks(X: da.Array):
-    """One delayed object per block of ``X``, in row-major order."""
-    return list(X.to_delayed().ravel())
+def delayed_blocks(X: da.Array):
+    """One delayed object per block of ``X``, in row-major order, over ``X``'s optimized graph.
+
+    What legacy ``to_delayed()`` gives; array expressions have no
+    ``to_delayed``, so there the delayed objects are made as it makes them:
+    ``X``'s graph optimized (:func:`optimized`) and a ``Delayed`` a block key.
+    """
+    if not expression_mode():
+        return list(X.to_delayed().ravel())
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    graph, (keys,) = optimized([X])
+    layer = f"delayed-{X.name}"
+    graph = HighLevelGraph.from_collections(layer, graph, dependencies=())
+    return [Delayed(key, graph, layer=layer) for key in _flat_keys(keys)]
 
 
 def fold(parts, combine_fn, *, split_every=8, running=False):
@@ -266,7 +357,7 @@ def align_rows(arrays):
         Global index of the first row of each block.
     """
     cut, starts = _cut_rows(arrays)
-    return list(zip(*[_blocks(a) for a in cut])), starts
+    return list(zip(*[delayed_blocks(a) for a in cut])), starts
 
 
 def _cut_rows(arrays):
@@ -276,7 +367,8 @@ def _cut_rows(arrays):
     known = not any(np.isnan(c) for c in rows)
     cut = [first]
     for other in arrays[1:]:
-        whole = {axis: -1 for axis in range(1, np.ndim(other))}
+        # other.ndim: NumPy functions refuse array expressions (their __array_function__ raises NotImplementedError)
+        whole = {axis: -1 for axis in range(1, other.ndim if isinstance(other, da.Array) else np.ndim(other))}
         if not isinstance(other, da.Array):
             if not known:
                 raise ValueError(
@@ -344,18 +436,16 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     from dask.utils import funcname
 
     cut, starts = _cut_rows(arrays)
-    cut = dask.optimize(*cut)  # the arrays' own tasks fused as compute would (shared keys merged once)
+    # the arrays' own tasks fused as compute would (shared keys merged once)
+    graph, keys = optimized(cut)
     shipped = ship(state)
     chunk = InTask(chunk_fn)
     token = tokenize(chunk, shipped.key, combine_fn, [a.name for a in cut], starts, split_every, running)
     name = f"{funcname(chunk)}-{token}"
     passes = {}
     for i, start in enumerate(starts):
-        blocks = [(a.name, i) + (0,) * (a.ndim - 1) for a in cut]
+        blocks = [_block_key(k, (i,) + (0,) * (a.ndim - 1)) for a, k in zip(cut, keys)]
         passes[(name, i)] = (chunk, (start, TaskRef(shipped.key)), blocks)
-    graph = {}
-    for a in cut:
-        graph.update(a.__dask_graph__())
     layer = _nested_blocks(graph, passes)
     layer.update(shipped.__dask_graph__())
     combine_name, combines = f"{funcname(combine_fn)}-{tokenize(token, 'combine')}", []
@@ -488,7 +578,12 @@ def with_row_sizes(X: da.Array, sizes) -> da.Array:
     sizes = tuple(int(s) for s in sizes)
     if len(sizes) != X.numblocks[0]:
         raise ValueError(f"{len(sizes)} row sizes for an array of {X.numblocks[0]} row blocks")
-    return da.Array(X.dask, X.name, chunks=(sizes,) + X.chunks[1:], meta=X._meta)
+    if expression_mode():  # the graph as compute runs it, named by the keys of its blocks (not X.name)
+        graph, (keys,) = optimized([X])
+        name = _flat_keys(keys)[0][0]
+    else:
+        graph, name = X.dask, X.name
+    return array_from_graph(graph, name, (sizes,) + X.chunks[1:], X._meta)
 
 
 def store_blocks(X: da.Array, write_block, blocks, *, name):
@@ -524,15 +619,15 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
 
-    (X,) = dask.optimize(X)  # fuse the array's own tasks as compute would
+    graph, (keys,) = optimized([X])  # fuse the array's own tasks as compute would
     writer = f"{name}-writer"
     writes = {}
     for index in blocks:
         index = tuple(int(i) for i in index)
-        writes[(name, *index)] = (_write_one, (TaskRef(writer), list(index)), [(X.name, *index)])
+        writes[(name, *index)] = (_write_one, (TaskRef(writer), list(index)), [_block_key(keys, index)])
     count = f"{name}-count"
     # one layer: the fused writes and what they share (state, source array), nothing else
-    layer = {**_nested_blocks(X.__dask_graph__(), writes), writer: write_block, count: (len, list(writes))}
+    layer = {**_nested_blocks(graph, writes), writer: write_block, count: (len, list(writes))}
     return Delayed(count, HighLevelGraph.from_collections(name, layer, dependencies=[]), layer=name)
 
 
@@ -551,7 +646,7 @@ def _nested_blocks(graph, tasks):
     does a block held in memory (a persisted one: a future). Built on dask's
     task spec (dask 2024.12 on; a layer of legacy tuples is converted first).
     """
-    from dask._task_spec import DataNode, GraphNode, Task, TaskRef, convert_legacy_graph
+    from dask._task_spec import Alias, DataNode, GraphNode, Task, TaskRef, convert_legacy_graph
 
     raw = dict(graph)
     graph = convert_legacy_graph(raw)
@@ -565,19 +660,26 @@ def _nested_blocks(graph, tasks):
         """The tasks of ``block`` that serve nothing else, its own first (none if shared or held)."""
         if block not in graph or users.get(block) != 1 or graph[block].block_fusion:
             return []
-        found, stack = [graph[block]], [block]
+        found, stack = [block], [block]
         while stack:
             for dep in graph[stack.pop()].dependencies:
                 if dep in graph and users.get(dep) == 1 and dep not in absorbed and not graph[dep].block_fusion:
-                    found.append(graph[dep])
+                    found.append(dep)
                     stack.append(dep)
-        absorbed.update(task.key for task in found)
-        return found
+        absorbed.update(found)  # the graph's keys (a value moved to another key keeps its node's old key)
+        return [graph[key] for key in found]
+
+    def named(block):
+        """The key ``block`` aliases where it is only another name (a block of ``array_from_graph``'s arrays)."""
+        while isinstance(graph.get(block), Alias) and users.get(block) == 1 and graph[block].target in graph:
+            absorbed.add(block)
+            block = graph[block].target
+        return block
 
     nested = {}
     for key, (fn, args, blocks) in tasks.items():
         inputs, fused = [], []
-        for block in blocks:
+        for block in map(named, blocks):
             tasks_of = own(block)
             if len(tasks_of) == 1 and isinstance(tasks_of[0], (Task, DataNode)):  # the usual case: an argument,
                 inputs.append(tasks_of[0])  # a tenth of what a fuse costs
@@ -622,10 +724,7 @@ def shipped_states(collection, *, min_bytes=2**20) -> list:
     about 0.1 us each); a state always sits in one, as :func:`ship` makes it.
     """
     found = []
-    for layer in collection.__dask_graph__().layers.values():
-        mapping = getattr(layer, "mapping", None)
-        if not isinstance(mapping, dict):
-            continue
+    for mapping in _materialized(collection.__dask_graph__()):
         for key, value in mapping.items():
             value = getattr(value, "value", value)  # a DataNode wraps literal values
             if isinstance(value, SizedState) and nbytes(value) >= min_bytes:
@@ -637,15 +736,28 @@ def graph_constants(X: da.Array, predicate, *, max_layer_size=4):
     """Objects held as plain values in ``X``'s graph (e.g. the zarr array under ``from_array``).
 
     Only small materialized layers are looked at (the ones ``from_array`` and
-    ``delayed`` make), so this costs nothing on large graphs.
+    ``delayed`` make), so this costs nothing on large graphs. Array
+    expressions give a plain dict, the whole graph materialized: each of its
+    values is looked at (about 0.1 us each).
     """
     found = []
-    for layer in X.__dask_graph__().layers.values():
-        mapping = getattr(layer, "mapping", None)
-        if not isinstance(mapping, dict) or len(mapping) > max_layer_size:
-            continue
+    for mapping in _materialized(X.__dask_graph__(), max_layer_size):
         for value in mapping.values():
             value = getattr(value, "value", value)  # a DataNode wraps literal values
             if predicate(value):
                 found.append(value)
     return found
+
+
+def _materialized(graph, max_layer_size=None) -> list:
+    """The mappings of ``graph`` whose values can be looked at without materializing anything.
+
+    A HighLevelGraph (legacy dask.array, delayed): its materialized layers,
+    of at most ``max_layer_size`` keys if given. A plain dict (array
+    expressions' ``__dask_graph__()``, already materialized): the whole of it.
+    """
+    layers = getattr(graph, "layers", None)
+    if layers is None:
+        return [graph]
+    mappings = [getattr(layer, "mapping", None) for layer in layers.values()]
+    return [m for m in mappings if isinstance(m, dict) and (max_layer_size is None or len(m) <= max_layer_size)]

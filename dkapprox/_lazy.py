@@ -24,7 +24,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import _progress
+from . import _graph, _progress
 
 __all__ = ["as_dask", "as_frame", "compute", "frame_as_dask", "is_dataframe", "is_lazy", "targets_as_dask"]
 
@@ -112,7 +112,7 @@ def frame_as_dask(X, dtype=None, rows=None) -> da.Array:
     if rows is not None and len(rows) != len(parts):
         raise ValueError(f"{len(rows)} row counts given for {len(parts)} partitions")
     chunks = ((np.nan,) * len(parts) if rows is None else tuple(int(n) for n in rows),) + tuple((t,) for t in tail)
-    return da.Array(graph, values, chunks=chunks, meta=np.empty((0,) * (1 + len(tail)), dtype=dtype))
+    return _graph.array_from_graph(graph, values, chunks, np.empty((0,) * (1 + len(tail)), dtype=dtype))
 
 
 def _partition_values(part, dtype, na_value):
@@ -140,10 +140,12 @@ def as_frame(out, values, X, meta):
         raise ValueError("as_frame needs the blocks of frame_as_dask(X)")
     if out.ndim != 2 or out.numblocks[1] != 1 or out.numblocks[0] != X.npartitions:
         raise ValueError(f"as_frame needs one row block per partition of X and one column block; got {out.numblocks}")
-    index = _INDEX + values.name[len(_VALUES):]
+    # the token frame_as_dask named both by (array expressions append a token of their own to the values' name)
+    index = _INDEX + values.name[len(_VALUES):].split("-")[0]
     name = f"frame-features-{tokenize(out.name, index, list(meta.columns))}"
     make = partial(_features_frame, columns=meta.columns)
-    layer = {(name, i): (make, (out.name, i, 0), (index, i)) for i in range(X.npartitions)}
+    blocks = out.__dask_keys__()  # (out.name, i, 0) in legacy dask.array; array expressions may name them otherwise
+    layer = {(name, i): (make, blocks[i][0], (index, i)) for i in range(X.npartitions)}
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[out, values])
     parts = [Delayed((name, i), graph, layer=name) for i in range(X.npartitions)]
     return dd.from_delayed(parts, meta=meta, divisions=X.divisions, verify_meta=False)
@@ -163,7 +165,8 @@ def targets_as_dask(y) -> da.Array:
     as it is, aligned to its zarr chunks.
     """
     if _is_zarr(y) and len(y.shape) == 1:
-        return da.from_zarr(y)
+        # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
+        return da.from_array(y, chunks=y.chunks) if _graph.expression_mode() else da.from_zarr(y)
     return as_dask(y)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import zarr
+from _arrays import computed_blocks, rows_where
 from _estimators import CONTRACT_ESTIMATORS, ident
 from _rounding import assert_chunking_promise, compute_checked, transform_by_blocks
 from sklearn.base import clone
@@ -84,6 +85,9 @@ class BlockCounter:
             self.count += 1
         return block
 
+    def __dask_tokenize__(self):  # array expressions' map_blocks tokenizes its function, which a lock refuses
+        return ("BlockCounter", id(self))
+
 
 def test_transform_computes_nothing_and_fit_reads_at_most_once(estimator):
     counter = BlockCounter()
@@ -103,14 +107,14 @@ def test_transform_computes_nothing_and_fit_reads_at_most_once(estimator):
 def test_unknown_row_counts(estimator):
     X = data()
     keep = np.arange(ROWS) % 3 != 0
-    Xd = da.from_array(X, chunks=(50, -1))[da.from_array(keep, chunks=50)]
+    Xd = rows_where(da.from_array(X, chunks=(50, -1)), da.from_array(keep, chunks=50))
     assert np.isnan(Xd.shape[0])
     est = clone(estimator).fit(Xd)
     lazy = est.transform(Xd)
     assert np.isnan(lazy.shape[0]) and lazy.shape[1] == est.transform(X[:1]).shape[1]
     # blocks of 50 rows less the dropped ones: the same rows as NumPy's blocks of X[keep]
     sizes = [int(keep[i:i + 50].sum()) for i in range(0, ROWS, 50)]
-    np.testing.assert_array_equal(dense(lazy.compute()), dense(transform_by_blocks(est, X[keep], sizes)))
+    np.testing.assert_array_equal(dense(computed_blocks(lazy)), dense(transform_by_blocks(est, X[keep], sizes)))
 
 
 def test_zarr_input_is_read_lazily(estimator, tmp_path):
@@ -144,9 +148,12 @@ def test_float32_block_makes_no_float64_copy(estimator):
         with dask.config.set(scheduler="synchronous"):
             lazy.compute()  # unmeasured: a first compute may import modules (distributed: 15 MB)
             peaks[dtype] = _peak_bytes(lazy.compute)
-    # random binning hashes integer cell coordinates, the same bytes in both dtypes
-    # (0.83 measured); a float64 copy of the input block would still push it past 0.9
-    bound = 0.9 if isinstance(estimator, dkapprox.RandomBinningFeatures) else 0.62
+    # random binning hashes integer cell coordinates, the same bytes in both dtypes (0.83 measured);
+    # Nystroem's float64 peak is mostly what a compute holds besides the block: 0.74 measured with dask's
+    # array expressions, whose compute holds less (0.58 on the legacy graph). A float64 copy of the
+    # 1.9 MB input block would still put either past 0.9 (it alone is more than the float64 peak)
+    wide = (dkapprox.RandomBinningFeatures, dkapprox.Nystroem)
+    bound = 0.9 if isinstance(estimator, wide) else 0.62
     assert peaks[np.float32] < bound * peaks[np.float64], peaks
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 import xarray as xr
+from _arrays import computed_blocks
 from _estimators import CONTRACT, CONTRACT_ESTIMATORS, ident
 from _rounding import assert_chunking_promise
 from sklearn.base import clone
@@ -77,15 +78,6 @@ def nothing_computed():
     """Any compute in this block fails: dask's scheduler is a function that refuses."""
     return dask.config.set(scheduler=refuse)
 
-
-def computed_blocks(lazy):
-    """``lazy`` computed block by block; each block has the declared columns, dtype and kind (rows: NaN)."""
-    blocks = dask.compute(*lazy.to_delayed().ravel())
-    for block in blocks:
-        assert block.shape[1:] == lazy.shape[1:], (block.shape, lazy.shape)
-        assert block.dtype == lazy.dtype, (block.dtype, lazy.dtype)
-        assert sp.issparse(block) == sp.issparse(lazy._meta), (type(block), type(lazy._meta))
-    return sp.vstack(blocks, format="csr") if sp.issparse(lazy._meta) else np.concatenate(blocks)
 
 
 class Counter:

@@ -10,6 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from _arrays import rows_where
 from _rounding import transform_by_blocks
 from _shipping import CountingRBFSampler
 from distributed import Client, LocalCluster
@@ -128,7 +129,7 @@ def test_running_reduction_folds_every_block_once_in_order_in_a_chain(blocks):
 
 def test_row_count_of_unknown_chunks():
     X = da.ones((100, 2), chunks=50)
-    masked = X[X[:, 0] > 0]
+    masked = rows_where(X, X[:, 0] > 0)
     assert np.isnan(masked.shape[0]) and sum(_graph.row_sizes(masked)) == 100
 
 
@@ -230,7 +231,9 @@ def test_a_pass_reads_each_row_block_inside_its_own_task(tmp_path, running):
     y, w = rng.standard_normal(90), rng.random(90)
     zarr.create_array(str(tmp_path / "x.zarr"), shape=X.shape, chunks=(10, 3), dtype=X.dtype)[:] = X
     Xz = dkapprox.io.open_array(tmp_path / "x.zarr")
-    wd = da.from_array(w, chunks=10) ** 1.0  # a map over a NumPy source: two tasks a block, fused
+    # a map over a NumPy source: two tasks a block, fused (a map, not `** 1.0`: array expressions make the
+    # scalar a 0-d array, a key all blocks share)
+    wd = da.from_array(w, chunks=10).map_blocks(np.positive)
     lazy = _graph.reduce_aligned_rows([Xz, y, wd], _weighted_sums, _sum_parts, 0.5, split_every=4, running=running)
     graph = dict(lazy.__dask_graph__())
     passes = [k for k in graph if isinstance(k, tuple) and k[0].startswith("_weighted_sums-")]
@@ -253,7 +256,7 @@ def test_a_pass_over_unknown_row_sizes_and_sparse_blocks_nests_them_too():
     dense = rng.standard_normal((60, 4))
     keep = dense[:, 0] > -0.5
     Xd, wd = da.from_array(dense, chunks=(12, 2)), da.from_array(rng.random(60), chunks=12)
-    Xm, ym, wm = Xd[Xd[:, 0] > -0.5], Xd[:, 1][Xd[:, 0] > -0.5], wd[Xd[:, 0] > -0.5]
+    Xm, ym, wm = (rows_where(a, Xd[:, 0] > -0.5) for a in (Xd, Xd[:, 1], wd))
     assert np.isnan(Xm.chunks[0][0])
     got = dask.compute(_graph.reduce_aligned_rows([Xm, ym, wm], _weighted_sums, _sum_parts, 0.5), scheduler="sync")[0]
     w = wd.compute()

@@ -105,7 +105,8 @@ class BlockMemory:
         """The block memory of a 2-D dask array with known chunks (the output of a job)."""
         rows, out_row = features.chunks[0], int(features.shape[1]) * features.dtype.itemsize
         row_bytes, fixed = 0, 0
-        for layer in features.__dask_graph__().layers.values():
+        # legacy dask.array's layers declare their chunks; array expressions' graph is a plain dict, which declares none
+        for layer in getattr(features.__dask_graph__(), "layers", {}).values():
             annotations = getattr(layer, "collection_annotations", None) or {}
             chunks, dtype = annotations.get("chunks"), annotations.get("dtype")
             if not chunks or dtype is None:
