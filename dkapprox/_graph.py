@@ -42,7 +42,10 @@ def is_sparse_meta(X: da.Array) -> bool:
 
 def expression_mode() -> bool:
     """True where dask.array is its array expressions ("query planning", ``array.query-planning``)."""
-    return da.array_expr_enabled()
+    enabled = getattr(da, "array_expr_enabled", None)  # public in newer dask; 2024.12 (our lower bound) lacks it
+    if enabled is not None:
+        return enabled()
+    return da.Array.__module__.startswith("dask.array._array_expr")
 
 
 def array_from_graph(graph, name, chunks, meta):
