@@ -19,6 +19,8 @@ from dask.utils import format_bytes, parse_bytes
 from . import _graph, io
 from ._jobs import describe_model, make_estimator, plan_of, write
 from .cluster import ClusterConfig, WorkerWatch, connect
+from .cluster._security import LOOPBACK_DASHBOARD
+from .cluster._start import dashboard_link
 
 
 def synthetic_block(index, start, stop, n_features, seed):
@@ -51,12 +53,12 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
     os.makedirs(directory, exist_ok=True)
     input_path, out_path = os.path.join(directory, "input.zarr"), os.path.join(directory, "features.zarr")
     config = ClusterConfig("local", {"n_workers": workers, "threads_per_worker": 1,
-                                     "memory_limit": memory_limit, "dashboard_address": ":8787"}, "demo")
+                                     "memory_limit": memory_limit, "dashboard_address": LOOPBACK_DASHBOARD}, "demo")
     try:
         with connect(config, worker_log_level=worker_log_level) as client, WorkerWatch(client) as watch:
             nbytes = rows * features * 4
             echo(f"cluster: LocalCluster, {workers} workers x {format_bytes(limit)} "
-                 f"(dashboard {client.dashboard_link})")
+                 f"(dashboard {dashboard_link(client, config)})")
             lazy = make_data(rows, features, block_rows)
             made = write(client, lazy, input_path, progress=progress, overwrite=False,
                          plan={"command": "demo-data", "rows": rows, "features": features, "seed": 0})

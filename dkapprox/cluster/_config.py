@@ -80,6 +80,8 @@ def parse_config(text: str, source: str = "<config>") -> ClusterConfig:
         raise ClusterConfigError(f"{source}: {exc}") from None
     if kind in ("slurm", "pbs") and "jobs" in options and "adapt" in options:
         raise ClusterConfigError(f"{source}: give either 'jobs' or 'adapt', not both")
+    if kind in ("slurm", "pbs") and options.get("insecure") and options.get("tls"):
+        raise ClusterConfigError(f"{source}: give either 'tls' (site certificates) or 'insecure: true', not both")
     if kind in ("slurm", "pbs"):
         from ._jobqueue import check
 

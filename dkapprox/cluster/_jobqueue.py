@@ -35,6 +35,7 @@ from dask.utils import parse_bytes, parse_timedelta
 from ..errors import WorkersNeverStarted
 from ._extras import require
 from ._schema import ClusterConfigError
+from ._security import LOOPBACK_DASHBOARD, for_jobqueue, warn_insecure
 
 logger = logging.getLogger("dkapprox.cluster")
 
@@ -46,12 +47,18 @@ logger = logging.getLogger("dkapprox.cluster")
 DEFAULT_START_TIMEOUT = 600.0
 
 #: Config keys that are dkapprox's own, not dask-jobqueue constructor keywords.
-OWN_KEYS = ("jobs", "adapt", "start_timeout")
+OWN_KEYS = ("jobs", "adapt", "start_timeout", "tls", "insecure", "shared_temp_directory")
 
 
 def cluster_kwargs(options: dict) -> dict:
-    """Constructor keywords of SLURMCluster/PBSCluster: the config without dkapprox's own keys."""
-    return {k: v for k, v in options.items() if k not in OWN_KEYS}
+    """Constructor keywords of SLURMCluster/PBSCluster: the config without dkapprox's own keys.
+
+    The scheduler's dashboard listens on loopback unless ``scheduler_options`` names another address
+    (dask-jobqueue's default is every interface).
+    """
+    kw = {k: v for k, v in options.items() if k not in OWN_KEYS}
+    kw["scheduler_options"] = {"dashboard_address": LOOPBACK_DASHBOARD, **(kw.get("scheduler_options") or {})}
+    return kw
 
 
 # -- config checks ----------------------------------------------------------------------
@@ -193,12 +200,21 @@ def start(config, start_timeout=None, log_level=logging.WARNING):
     opts = config.options
     timeout = float(start_timeout or opts.get("start_timeout") or DEFAULT_START_TIMEOUT)
     watch = StartWatch(config, timeout)
-    # read once by the scheduler (which runs in this process) when it is created
-    with dask.config.set({"distributed.scheduler.no-workers-timeout": timeout}):
-        # silence_logs: dask-jobqueue's default ("error"), or quieter: the command line passes CRITICAL,
-        # so that the scheduler's "task failed without workers" lines do not precede its one-line error
-        cluster = cls(**dict(cluster_kwargs(opts), silence_logs=max(log_level, logging.ERROR),
-                             job_cls=_watched_job_cls(cls.job_cls, watch)))
+    credentials = for_jobqueue(opts)  # TLS unless insecure: true (the scheduler listens beyond loopback)
+    try:
+        # read once by the scheduler (which runs in this process) when it is created
+        with dask.config.set({"distributed.scheduler.no-workers-timeout": timeout}):
+            # silence_logs: dask-jobqueue's default ("error"), or quieter: the command line passes CRITICAL,
+            # so that the scheduler's "task failed without workers" lines do not precede its one-line error
+            cluster = cls(**dict(cluster_kwargs(opts), silence_logs=max(log_level, logging.ERROR),
+                                 job_cls=_watched_job_cls(cls.job_cls, watch), security=credentials.security,
+                                 protocol=credentials.protocol))
+    except BaseException:
+        credentials.close()
+        raise
+    cluster._dkapprox_credentials = credentials  # removed by connect() after the cluster closes
+    if credentials.security is None:
+        warn_insecure(config.kind, cluster.scheduler_address)
     watch.cluster = cluster
     cluster.scheduler.add_plugin(watch)
     cluster._dkapprox_watch = watch

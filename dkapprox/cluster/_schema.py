@@ -137,12 +137,20 @@ TLS = {
     "require_encryption": Field(boolean, "refuse plain tcp:// (default true)"),
 }
 
+#: Site certificates of a scheduler dkapprox starts (slurm/pbs): one certificate for scheduler, workers and client
+SITE_TLS = {
+    "ca_file": Field(string, "PEM file of the CA that signed cert", required=True),
+    "cert": Field(string, "PEM certificate of the scheduler, the workers and this client", required=True),
+    "key": Field(optional(string), "its PEM private key (may be inside cert); mode 0600"),
+}
+
 LOCAL = {
     "n_workers": Field(integer(1), "worker processes (default: one per core)"),
     "threads_per_worker": Field(integer(1), "threads per worker (default 1: BLAS per block is fastest)"),
     "memory_limit": Field(memory_limit, "per worker, e.g. '4GiB', or 'auto' (machine memory / workers)"),
     "processes": Field(boolean, "workers in processes (default true); false runs threads in this process"),
-    "dashboard_address": Field(optional(string), "e.g. ':8787'; null for no dashboard"),
+    "dashboard_address": Field(optional(string), "default '127.0.0.1:8787' (loopback); ':8787' for every "
+                                                 "interface; null for no dashboard"),
     "local_directory": Field(optional(string), "where workers spill to disk"),
 }
 
@@ -221,7 +229,8 @@ CUDA = {
                                                           "(default: all visible)"),
     "rmm_pool_size": Field(optional(device_size), "an RMM memory pool per worker, e.g. '24GiB' or 0.9 "
                                                   "(needs RAPIDS's rmm)"),
-    "dashboard_address": Field(optional(string), "e.g. ':8787'; null for no dashboard"),
+    "dashboard_address": Field(optional(string), "default '127.0.0.1:8787' (loopback); ':8787' for every "
+                                                 "interface; null for no dashboard"),
     "local_directory": Field(optional(string), "where workers spill to disk"),
 }
 
@@ -258,8 +267,12 @@ _JOBQUEUE = {
         "host": Field(string, "address the scheduler listens on"),
         "port": Field(integer(0), "scheduler port"),
         "interface": Field(string, "network interface of the scheduler"),
-        "dashboard_address": Field(string, "e.g. ':8787'"),
+        "dashboard_address": Field(string, "default '127.0.0.1:8787' (loopback); ':8787' for every interface"),
     }), "where the scheduler (on this machine) listens"),
+    "tls": Field(mapping(SITE_TLS), "site certificates (default: temporary credentials made for each cluster)"),
+    "insecure": Field(boolean, "true: plain tcp:// with no authentication, warned at start (default false: TLS)"),
+    "shared_temp_directory": Field(optional(string), "where temporary TLS credentials are written, at the same "
+                                                     "path on the nodes (default ~/.dkapprox/credentials)"),
 }
 
 SLURM = dict(_JOBQUEUE, **{

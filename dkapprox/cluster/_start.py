@@ -13,6 +13,7 @@ from .._system import available_cpus
 from ..errors import ClusterConfigError, ClusterConnectError
 from ._config import ClusterConfig
 from ._extras import require as _require
+from ._security import LOOPBACK_DASHBOARD, for_jobqueue, is_loopback
 
 logger = logging.getLogger("dkapprox.cluster")
 
@@ -64,8 +65,10 @@ def render(config: ClusterConfig) -> str:
         job_cls = jq.SLURMCluster.job_cls if config.kind == "slurm" else jq.PBSCluster.job_cls
         kw = jobqueue_kwargs(config.options)
         kw.pop("scheduler_options", None)
-        return job_cls("tcp://<insert-scheduler-address-here>:8786", name="dummy-name",
-                       config_name=config.kind, **kw).job_script()
+        security = _rendered_security(config.options)
+        protocol = "tcp://" if security is None else "tls://"
+        return job_cls(f"{protocol}<insert-scheduler-address-here>:8786", name="dummy-name",
+                       config_name=config.kind, protocol=protocol, security=security, **kw).job_script()
     if config.kind == "kubernetes":
         _require("kubernetes")
         from dask_kubernetes.operator import make_cluster_spec
@@ -80,6 +83,19 @@ def render(config: ClusterConfig) -> str:
     return yaml.safe_dump({"kind": config.kind, **config.options}, sort_keys=False)
 
 
+def _rendered_security(options: dict):
+    """The TLS arguments a job script gets, without making credentials: site files, or placeholders."""
+    if options.get("insecure") or options.get("tls"):
+        return for_jobqueue(options).security  # None, or the site's files (checked to exist)
+    from distributed.security import Security
+
+    from ._security import DEFAULT_CREDENTIALS_DIRECTORY
+
+    folder = f"{options.get('shared_temp_directory') or DEFAULT_CREDENTIALS_DIRECTORY}/dkapprox-tls-<made-at-start>"
+    return Security(tls_ca_file=f"{folder}/cert.pem", tls_worker_cert=f"{folder}/cert.pem",
+                    tls_worker_key=f"{folder}/key.pem", require_encryption=True)
+
+
 class _NoAliasDumper(yaml.SafeDumper):
     """Writes a shared dict twice instead of as a YAML anchor (kubectl users read this)."""
 
@@ -91,11 +107,13 @@ def local_kwargs(options: dict, worker_log_level) -> dict:
     """Constructor keywords of LocalCluster (and LocalCUDACluster, a LocalCluster of GPU workers)."""
     kw = dict(options, silence_logs=worker_log_level)
     kw.setdefault("threads_per_worker", 1)
-    kw.setdefault("dashboard_address", ":8787")
+    # loopback unless the config names another address (":8787" is every interface: anyone on the network
+    # could read task names, worker addresses and logs); the workers' own pages follow their 127.0.0.1
+    kw.setdefault("dashboard_address", LOOPBACK_DASHBOARD)
     if kw["dashboard_address"] is None:
-        # the scheduler serves /health on 8787 even without a dashboard; any free port will do
+        # the scheduler serves /health on 8787 even without a dashboard; any free port of loopback will do
         kw["dashboard_address"] = None
-        kw["scheduler_kwargs"] = {"dashboard_address": ":0"}
+        kw["scheduler_kwargs"] = {"dashboard_address": "127.0.0.1:0"}
     return kw
 
 
@@ -181,6 +199,29 @@ def connect(config: ClusterConfig | None = None, *, scheduler: str | None = None
 KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "1 hour"}
 
 
+def dashboard_link(client, config: ClusterConfig) -> str:
+    """The dashboard's link as it can be opened: one on loopback is not at the scheduler's host.
+
+    (distributed builds the link from the scheduler's address: the cluster network's interface of a
+    slurm/pbs scheduler, the host's address for an in-process LocalCluster.)
+    """
+    link = client.dashboard_link
+    if config.kind in ("slurm", "pbs"):
+        from ._jobqueue import cluster_kwargs
+
+        address = cluster_kwargs(config.options)["scheduler_options"]["dashboard_address"]
+    elif config.kind in ("local", "cuda"):
+        address = config.options.get("dashboard_address", LOOPBACK_DASHBOARD) or "127.0.0.1:0"
+    else:
+        return link
+    host = str(address).rpartition(":")[0]
+    if not is_loopback(host):
+        return link
+    scheme, _, rest = link.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return f"{scheme}://{host}:{netloc.rpartition(':')[2]}{slash}{path}"
+
+
 def _connected(config, worker_log_level, start_timeout=None):
     from distributed import Client
 
@@ -196,7 +237,7 @@ def _connected(config, worker_log_level, start_timeout=None):
         else:
             client = Client(cluster)
         try:
-            logger.info("dask dashboard: %s", client.dashboard_link)
+            logger.info("dask dashboard: %s", dashboard_link(client, config))
             try:
                 yield client
             except Exception as exc:
@@ -209,4 +250,9 @@ def _connected(config, worker_log_level, start_timeout=None):
             client.close()
     finally:
         if cluster is not None:
-            cluster.close()
+            try:
+                cluster.close()
+            finally:
+                credentials = getattr(cluster, "_dkapprox_credentials", None)  # slurm/pbs: TLS files
+                if credentials is not None:
+                    credentials.close()

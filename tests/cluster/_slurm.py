@@ -287,6 +287,7 @@ python: {sys.executable}
 interface: lo
 local_directory: {path.parent / 'spill'}
 log_directory: {path.parent / 'logs'}
+shared_temp_directory: {path.parent / 'credentials'}
 death_timeout: 60s
 worker_extra_args: ["--lifetime", "{lifetime}", "--lifetime-stagger", "1m"]
 scheduler_options: {{dashboard_address: ":0"}}

@@ -294,3 +294,34 @@ def test_the_scheduler_host_killed_mid_job_exits_75_and_the_rerun_resumes(bed, d
     assert "lost the connection to the scheduler" in err and "Traceback" not in err, err
     assert_marked_blocks_written(url, data["reference"])
     assert_rerun_resumes(bed, data, url, at_least=8)
+
+
+def _reach_from(bed, host, port) -> str:
+    """Open a TCP connection to the client host's bridge address from ``host``'s namespace: 'open' or why not."""
+    from _netbed import CLIENT_IP, run
+
+    probe = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()"
+             "\n print('open')\nexcept OSError as e:\n print(type(e).__name__)")
+    return run(*bed.host(host).exec(sys.executable, "-c", probe, CLIENT_IP, port), timeout=30).stdout.strip()
+
+
+@pytest.mark.parametrize("dashboard, outside", [(None, "ConnectionRefusedError"), ('":0"', "open")])
+def test_a_local_clusters_dashboard_is_reached_from_this_host_only(bed, dashboard, outside):
+    """Issue 39: from another host of the network (a namespace of the bed) the dashboard's port is closed,
+    unless the config opens it (':0', every interface, which the second case shows the probe can see)."""
+    import urllib.request
+
+    from dkapprox.cluster import connect, parse_config
+    from dkapprox.cluster._start import dashboard_link
+
+    text = "kind: local\nn_workers: 1\nprocesses: false\n" + (f"dashboard_address: {dashboard}\n" if dashboard else "")
+    config = parse_config(text)
+    with connect(config) as client:
+        link = dashboard_link(client, config)
+        port = int(link.split("://")[1].split("/")[0].rsplit(":", 1)[1])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as answer:
+            health = answer.read()
+        from_s3_host = _reach_from(bed, "s3", port)
+    assert health == b"ok"
+    assert link.startswith("http://127.0.0.1:" if dashboard is None else "http://")
+    assert from_s3_host == outside

@@ -1,14 +1,13 @@
 """SLURM/PBS configs render the job script dask-jobqueue submits; Kubernetes its DaskCluster."""
 
-import re
+import warnings
 from pathlib import Path
 
-import dask_jobqueue as jobqueue
 import pytest
 import yaml
 
 from dkapprox.cluster import connect, load_config, parse_config, render
-from dkapprox.cluster._start import jobqueue_kwargs
+from dkapprox.cluster._security import InsecureClusterWarning
 
 CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"  # the templates' one copy (wheel: package data)
 
@@ -21,12 +20,17 @@ def test_slurm_script_carries_every_setting():
                  "module load python/3.12", "source ~/venvs/dkapprox/bin/activate"]:
         assert line in script.splitlines(), line
     worker = script.splitlines()[-1]
-    assert worker.startswith("python -m distributed.cli.dask_worker tcp://")
+    # TLS by default (issue 39): the workers read this cluster's credentials from files, named, never inlined
+    assert worker.startswith("python -m distributed.cli.dask_worker tls://")
+    folder = "~/.dkapprox/credentials/dkapprox-tls-<made-at-start>"
+    assert worker.endswith(f"--protocol tls:// --tls-ca-file {folder}/cert.pem --tls-cert {folder}/cert.pem "
+                           f"--tls-key {folder}/key.pem")
+    assert "PRIVATE KEY" not in script and "BEGIN" not in script
     assert "--nworkers 8" in worker and "--nthreads 1" in worker
     # memory 30GiB split between 8 workers, inside the job's --mem=32G (headroom for the nannies)
     assert "--memory-limit 3.75GiB" in worker and "--local-directory $TMPDIR" in worker
     # workers retire before the 2 h walltime, staggered, and adapt replaces them
-    assert worker.endswith("--lifetime 110m --lifetime-stagger 5m")
+    assert "--lifetime 110m --lifetime-stagger 5m --protocol" in worker
 
 
 def test_pbs_script_carries_every_setting():
@@ -38,21 +42,30 @@ def test_pbs_script_carries_every_setting():
 
 
 @pytest.mark.parametrize("name, cluster_cls", [("slurm", "SLURMCluster"), ("pbs", "PBSCluster")])
-def test_rendered_script_is_the_one_the_cluster_would_submit(name, cluster_cls):
-    config = load_config(CONFIGS / f"{name}.yaml")
-    kwargs = jobqueue_kwargs(config.options)
-    kwargs["scheduler_options"] = {"host": "127.0.0.1", "dashboard_address": ":0"}
-    # The real cluster object (its scheduler runs here; no job is submitted without scale()).
-    with getattr(jobqueue, cluster_cls)(**kwargs) as cluster:
-        submitted = cluster.job_script()
-        address = cluster.scheduler.address
-    assert re.sub(re.escape(address), "tcp://<insert-scheduler-address-here>:8786", submitted) == render(config)
+@pytest.mark.parametrize("security", ["", "insecure: true\n"])
+def test_rendered_script_is_the_one_the_cluster_would_submit(name, cluster_cls, security, tmp_path):
+    text = (CONFIGS / f"{name}.yaml").read_text().replace("~/.dkapprox/credentials", str(tmp_path))
+    config = parse_config(text + security)
+    # The real cluster as dkapprox starts it (its scheduler runs here; the adaptive minimum of 0 jobs submits none)
+    options = dict(config.options, scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"})
+    with warnings.catch_warnings(), connect(type(config)(config.kind, options, config.source)) as client:
+        warnings.simplefilter("ignore", InsecureClusterWarning)
+        assert type(client.cluster).__name__ == cluster_cls
+        submitted = client.cluster.job_script()
+        address = client.cluster.scheduler.address
+        credentials = client.cluster._dkapprox_credentials.directory
+    protocol = "tcp" if security else "tls"
+    submitted = submitted.replace(address, f"{protocol}://<insert-scheduler-address-here>:8786")
+    if credentials is not None:
+        submitted = submitted.replace(credentials.name, "dkapprox-tls-<made-at-start>")
+    assert submitted == render(config)
 
 
 def test_adapt_and_jobs_reach_the_cluster_without_a_batch_system(tmp_path):
     # scale(jobs=0) submits nothing, so the whole start path runs here.
     config = parse_config("kind: slurm\ncores: 1\nmemory: 1GiB\njobs: 0\n"
-                          "scheduler_options: {host: 127.0.0.1, dashboard_address: ':0'}\n")
+                          f"scheduler_options: {{host: 127.0.0.1, dashboard_address: ':0'}}\n"
+                          f"shared_temp_directory: {tmp_path}\n")
     with connect(config) as client:
         assert type(client.cluster).__name__ == "SLURMCluster"
         assert client.scheduler_info()["workers"] == {}

@@ -254,6 +254,30 @@ def test_python_api_connect_runs_on_slurm_and_survives_a_cancelled_job(slurm, da
     assert_same_blocks(out, data["local"])
 
 
+def test_a_job_scheduler_speaks_tls_and_refuses_a_client_without_its_credentials(slurm, tmp_path):
+    """Issue 39: the scheduler of a SLURM job, by default: TLS with this cluster's own credentials."""
+    from _intruder import visitors
+
+    config = load_config(site_config(tmp_path / "slurm.yaml", "dkx-tls", scale="jobs: 1"))
+    with connect(config) as client:
+        client.wait_for_workers(1, timeout=120)
+        address = client.cluster.scheduler_address
+        workers = list(client.scheduler_info()["workers"])
+        assert client.submit(sum, [20, 22]).result(timeout=60) == 42
+        job = next(iter(client.cluster.workers.values())).job_id
+        stored = slurm.run("scontrol", "write", "batch_script", str(job), "-").stdout  # what SLURM's spool keeps
+        folder = client.cluster._dkapprox_credentials.directory
+        modes = sorted(oct(os.stat(p).st_mode & 0o777) for p in [folder, *folder.iterdir()])
+        knocks = visitors(address)
+    assert address.startswith("tls://") and workers and all(w.startswith("tls://") for w in workers), workers
+    assert all(knocks.values()), knocks  # each visitor was stopped, none got an answer
+    assert f"--tls-key {folder}/key.pem" in stored and "PRIVATE KEY" not in stored, stored
+    assert modes == ["0o600", "0o600", "0o700"] and folder.parent == tmp_path / "credentials"
+    assert not folder.exists()  # removed when the cluster closed
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("*"))
+    assert "PRIVATE KEY" not in logs
+
+
 def test_a_partition_that_is_down_exits_75_in_one_line_and_leaves_nothing_queued(slurm, data, tmp_path):
     config = site_config(tmp_path / "slurm.yaml", "dkx-down", queue=DOWN)
     started = time.monotonic()
