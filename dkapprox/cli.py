@@ -514,8 +514,9 @@ def kernel_ridge_options(fn):
                            f"[default: {default['max_iter']}].")(fn)
     fn = click.option("--tol", type=float, help="CG stops when the relative residual is at most this "
                                                 f"[default: {default['tol']:g}].")(fn)
-    fn = click.option("--gamma", help="Kernel parameter of rbf, laplacian, poly, sigmoid, chi2 [default: "
-                                      "1 / n_features].")(fn)
+    fn = click.option("--gamma", help="Kernel parameter of rbf, laplacian, poly, sigmoid, chi2: a number, or "
+                                      "'scale' for 1 / (n_features * X.var()), as SVC (one more pass) "
+                                      "[default: 1 / n_features].")(fn)
     fn = click.option("--kernel", type=click.Choice(sorted(PAIRWISE_KERNEL_FUNCTIONS)),
                       help=f"The kernel, as scikit-learn's KernelRidge names it [default: {default['kernel']}].")(fn)
     fn = click.option("--alpha", type=float, help=f"Regularization strength [default: {default['alpha']:g}].")(fn)

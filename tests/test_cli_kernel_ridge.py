@@ -259,3 +259,17 @@ def test_cg_stopped_at_max_iter_is_one_warning_line_and_the_summary_says_so(work
                                                      "converge in max_iter=2 iterations"), stopped.stderr
     assert "2 CG iterations" in stopped.stdout and "did not converge" in stopped.stdout
     assert models.load(tmp_path / "m").n_iter_ == 2
+
+
+def test_gamma_scale_on_the_command_line_is_the_python_apis_and_info_shows_it(work, capsys, tmp_path):
+    base = work["dir"]
+    args = [a if a != 0.5 else "scale" for a in KR]
+    fit = in_process(capsys, "kernel-ridge", base / "x.zarr", "--target", base / "y.zarr", *args,
+                     "--out", tmp_path / "model", *work["c"])
+    assert fit.returncode == 0, fit.stderr
+    est = KernelRidge(**dict(PARAMS, gamma="scale")).fit(io.open_array(base / "x.zarr"), open_target(base / "y.zarr"))
+    model = models.load(tmp_path / "model")
+    assert model.gamma == "scale" and model.gamma_ == est.gamma_ and model.passes_ == est.passes_ == model.n_iter_ + 3
+    np.testing.assert_array_equal(model.dual_coef_, est.dual_coef_)
+    doc = json.loads(in_process(capsys, "info", tmp_path / "model", "--json").stdout)
+    assert doc["params"]["gamma"] == "scale" and doc["fitted"]["gamma_"] == est.gamma_

@@ -47,7 +47,7 @@ class _FalkonKernelRidge(BaseEstimator):
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
         "kernel": [StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}), callable],
-        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "gamma": [Interval(Real, 0, None, closed="left"), StrOptions({"scale"}), None],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
@@ -91,8 +91,19 @@ class _FalkonKernelRidge(BaseEstimator):
         if callable(self.kernel):
             params = dict(self.kernel_params or {})
         else:
-            params = {"gamma": self.gamma, "degree": self.degree, "coef0": self.coef0}
+            gamma = self.gamma_ if isinstance(self.gamma, str) else self.gamma  # "scale": measured by fit
+            params = {"gamma": gamma, "degree": self.degree, "coef0": self.coef0}
         return Kernel(self.kernel, tuple(sorted(params.items())))
+
+    def _scale_gamma(self, X, lazy) -> int:
+        """gamma='scale' as scikit-learn's SVC: ``1 / (n_features * X.var())`` (1 for constant X); its passes."""
+        if not (isinstance(self.gamma, str) and self.gamma == "scale"):
+            return 0
+        from ..kernel_approximation.rbf import data_variance
+
+        var = float(data_variance(X, type(self).__name__))
+        self.gamma_ = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+        return 1 if lazy else 0
 
     def _selector(self, X):
         if isinstance(self.centers, str):
@@ -124,6 +135,7 @@ class _FalkonKernelRidge(BaseEstimator):
     def _fit_targets(self, X, y, targets, lazy, sample_weight):
         """Choose the centers, then CG: one pass for the right-hand side, then one an iteration."""
         started = time.perf_counter()
+        scale_passes = self._scale_gamma(X, lazy)
         kernel = self._kernel()
         selector = self._selector(X)
         weights, constant = check_sample_weight(sample_weight, X, lazy)
@@ -177,7 +189,7 @@ class _FalkonKernelRidge(BaseEstimator):
         self.n_iter_ = result.n_iter
         self.residuals_ = np.asarray(result.residuals)
         self.center_passes_ = rows.passes
-        self.passes_ = passes + result.n_iter
+        self.passes_ = scale_passes + passes + result.n_iter
         if not result.converged:
             warnings.warn(
                 f"{type(self).__name__}: conjugate gradient did not converge in max_iter={self.max_iter} "
@@ -222,7 +234,11 @@ _PARAMETERS = """
         A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` or a callable, as in
         scikit-learn's ``KernelRidge``; it must be positive semi-definite (the preconditioner is a
         Cholesky factor). ``'precomputed'`` is refused: centers are data points.
-    gamma, degree, coef0 : float
+    gamma : float, 'scale' or None, default=None
+        Of the named kernels, as in scikit-learn (None: each kernel's default, ``1 / n_features``
+        for rbf). ``'scale'``: ``1 / (n_features * X.var())``, the variance of all entries, as
+        scikit-learn's ``SVC`` (one more pass over dask input), stored in ``gamma_``.
+    degree, coef0 : float
         Parameters of the named kernels, as in scikit-learn.
     kernel_params : dict, default=None
         Parameters of a callable kernel.
@@ -253,9 +269,11 @@ _ATTRIBUTES = """
         CG iterations run.
     residuals_ : ndarray of shape (``n_iter_``,)
         The largest relative preconditioned residual over the targets after each iteration.
+    gamma_ : float
+        Only with ``gamma='scale'``: the bandwidth measured from the training data.
     passes_ : int
-        Passes over the data: the centers' (``center_passes_``), one for the right-hand side, one an
-        iteration.
+        Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
+        (``center_passes_``), one for the right-hand side, one an iteration.
     center_passes_ : int
     input_persisted_ : bool
         Whether the fit kept a dask input in memory for its passes (see Notes).

@@ -326,3 +326,31 @@ def test_device_arrays_are_refused_with_a_clear_message():
     X, y = regression(n=100)
     with pytest.raises(ValueError, match="device arrays"):
         KernelRidge(kernel="rbf", n_centers=10).fit(array_api_strict.asarray(X), y)
+
+
+@pytest.mark.parametrize("Model", [KernelRidge, KernelRidgeClassifier])
+def test_gamma_scale_is_svcs_bandwidth_measured_in_one_more_pass(Model, tmp_path):
+    """gamma='scale' (issue 40): 1 / (n_features * X.var()), as scikit-learn's SVC; one pass on dask input."""
+    import dkapprox
+
+    X, y = regression(n=800, d=5)
+    X = X * np.array([1.0, 3.0, 0.5, 2.0, 1.0])  # a variance far from 1: 'scale' differs from 1 / n_features
+    target = y if Model is KernelRidge else (y > np.median(y)).astype(int)
+    expected = 1.0 / (5 * X.var())
+    kw = dict(alpha=0.1, kernel="rbf", n_centers=80, random_state=0, tol=1e-8)
+    scaled = Model(gamma="scale", **kw).fit(X, target)
+    fixed = Model(gamma=expected, **kw).fit(X, target)
+    assert scaled.gamma_ == expected and not hasattr(fixed, "gamma_")
+    np.testing.assert_array_equal(scaled.decision_function(X) if Model is KernelRidgeClassifier
+                                  else scaled.predict(X),
+                                  fixed.decision_function(X) if Model is KernelRidgeClassifier else fixed.predict(X))
+    assert scaled.passes_ == fixed.passes_  # in memory: no pass is counted
+    Xd = da.from_array(X, chunks=150)
+    lazy_scaled, lazy_fixed = Model(gamma="scale", **kw).fit(Xd, target), Model(gamma=expected, **kw).fit(Xd, target)
+    # the variance of a dask array is a tree of block moments: equal to NumPy's within the rounding of its sums
+    assert lazy_scaled.gamma_ == pytest.approx(expected, rel=1e-12)
+    assert lazy_scaled.passes_ == lazy_fixed.passes_ + 1
+    dkapprox.save(scaled, tmp_path / "m")
+    assert dkapprox.load(tmp_path / "m").gamma_ == expected
+    with pytest.raises(ValueError, match="The 'gamma' parameter of .* must be .*'scale'"):
+        Model(gamma="auto", kernel="rbf").fit(X, target)
