@@ -48,12 +48,13 @@ def test_rendered_script_is_the_one_the_cluster_would_submit(name, cluster_cls, 
     config = parse_config(text + security)
     # The real cluster as dkapprox starts it (its scheduler runs here; the adaptive minimum of 0 jobs submits none)
     options = dict(config.options, scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"})
-    with warnings.catch_warnings(), connect(type(config)(config.kind, options, config.source)) as client:
-        warnings.simplefilter("ignore", InsecureClusterWarning)
-        assert type(client.cluster).__name__ == cluster_cls
-        submitted = client.cluster.job_script()
-        address = client.cluster.scheduler.address
-        credentials = client.cluster._dkapprox_credentials.directory
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureClusterWarning)  # tests/cluster/test_security.py checks it
+        with connect(type(config)(config.kind, options, config.source)) as client:
+            assert type(client.cluster).__name__ == cluster_cls
+            submitted = client.cluster.job_script()
+            address = client.cluster.scheduler.address
+            credentials = client.cluster._dkapprox_credentials.directory
     protocol = "tcp" if security else "tls"
     submitted = submitted.replace(address, f"{protocol}://<insert-scheduler-address-here>:8786")
     if credentials is not None:
