@@ -62,7 +62,7 @@ def test_the_two_commands_come_first_and_ci_runs_the_second():
     demo, tests = first.strip().splitlines()
     assert demo == "python3 -m venv .venv && .venv/bin/python -m pip install -e . && .venv/bin/dkapprox demo"
     assert tests == ('python3 -m venv .venv && .venv/bin/python -m pip install -e ".[test,docs]" '
-                     "&& .venv/bin/python -m pytest -q")
+                     "&& .venv/bin/python -m pytest -q -n auto --dist loadfile")
     ci = [line.strip().replace("pip install -q ", "pip install ")
           for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert tests in ci, ".ci/run must run the README's test command (its first lane)"
