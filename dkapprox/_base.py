@@ -8,7 +8,8 @@ A subclass says only what is particular to it:
 * ``_block_fn``: a module-level ``block_fn(block, state)``;
 * ``_n_features_out``: the output width.
 
-This class validates input with scikit-learn's wording, dispatches NumPy input
+This class takes every input through the one door (:func:`dkapprox._lazy.as_input`),
+validates it with scikit-learn's wording, dispatches NumPy input
 to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
 array: turning it into a pandas frame would compute it). A dask DataFrame is
@@ -118,7 +119,8 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
           Maps with no reordered sum (random binning) are exact.
         """
         check_is_fitted(self)
-        return self._transform(self._check(X, reset=False), X)
+        given = _lazy.as_input(X)
+        return self._transform(self._check(given, reset=False), given)
 
     # -- hooks --------------------------------------------------------------
     def _out_dtype(self, dtype):
@@ -132,24 +134,25 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     # -- plumbing -----------------------------------------------------------
     def _check(self, X, *, reset):
-        return check_input(self, _xarray.data_of(X), reset=reset, accept_sparse=self._accept_sparse,
+        return check_input(self, X, reset=reset, accept_sparse=self._accept_sparse,
                            ensure_non_negative=self._non_negative)
 
-    def _transform(self, X, X_orig, *, block_fn=None, state=None, n_out=None, name="transform"):
+    def _transform(self, X, given, *, block_fn=None, state=None, n_out=None, name="transform"):
+        """Features of the checked ``X``; ``given`` is the input through the door (:func:`dkapprox._lazy.as_input`)."""
         block_fn = block_fn or type(self)._block_fn
         state = self._state(_xp.numpy_dtype(X)) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
-        if not _lazy.is_lazy(X):
-            out = self._wrap(block_fn(X, state), _xarray.data_of(X_orig))
+        if not given.lazy:
+            out = self._wrap(block_fn(X, state), given.data)
         else:
             out = _graph.map_rows(
                 X, block_fn, state, n_out=n_out, dtype=self._out_dtype(X.dtype),
                 name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
                 sparse=self._sparse_out(_graph.is_sparse_meta(X)),
             )
-            if _lazy.is_dataframe(X_orig):
-                out = self._wrap_lazy_frame(out, X, X_orig)
-        return _xarray.wrap_like(out, X_orig, self) if _xarray.is_dataarray(X_orig) else out
+            if given.frame is not None:
+                out = self._wrap_lazy_frame(out, X, given.frame)
+        return out if given.dataarray is None else _xarray.wrap_like(out, given.dataarray, self)
 
     def _wrap(self, out, X_orig):
         # sparse output with set_output(transform="pandas") raises, as in scikit-learn

@@ -3,8 +3,13 @@
 :mod:`dkapprox._graph` builds dask graphs and knows nothing above it. This
 module wraps it where an estimator meets the outside world:
 
-- a Zarr array given to an estimator is opened by :mod:`dkapprox.io` (its
-  metadata checked) before the engine ever sees it (:func:`as_dask`);
+- every input goes through one door, :func:`as_input`, before validation or
+  the engine sees it: NumPy, scipy.sparse, dask, dask DataFrame, Zarr, xarray
+  and array-API (CuPy) input become one :class:`Input`, its data in exactly one
+  of three forms (in memory, lazy, on a device) and what the output side needs
+  back (the frame, the DataArray). Only the door tells the kinds apart;
+- a Zarr array is opened by :mod:`dkapprox.io` (its metadata checked) there,
+  before the engine ever sees it;
 - a dask DataFrame (or Series) becomes a dask array of its values, one
   block per partition, read when the blocks are (:func:`frame_as_dask`), and
   features come back as a lazy dask DataFrame with its index and divisions
@@ -17,6 +22,7 @@ module wraps it where an estimator meets the outside world:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from functools import partial
 
@@ -24,44 +30,184 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import _graph, _progress
+from . import _graph, _progress, _xarray, _xp
 
-__all__ = ["as_dask", "as_frame", "compute", "frame_as_dask", "is_dataframe", "is_lazy", "targets_as_dask"]
+__all__ = ["FLOAT_DTYPES", "Input", "as_dask", "as_frame", "as_input", "compute", "frame_as_dask"]
 
 _VALUES, _INDEX = "frame-values-", "frame-index-"
 
+#: The dtypes the estimators compute in (scikit-learn's): a dask DataFrame's values are read in the
+#: columns' common dtype where it is one of them, else in the first.
+FLOAT_DTYPES = (np.float64, np.float32)
 
-def is_lazy(X) -> bool:
-    """True for dask arrays, zarr arrays (opened lazily as dask) and dask DataFrames and Series."""
-    return isinstance(X, da.Array) or _is_zarr(X) or is_dataframe(X)
+MEMORY, LAZY, DEVICE = "memory", "lazy", "device"
+
+#: Packages whose objects that are no array (a dask Bag or Delayed, an xarray Dataset, a Zarr group) are no input.
+_READ_BY_KIND = ("dask", "distributed", "xarray", "zarr")
 
 
-def is_dataframe(X) -> bool:
+@dataclasses.dataclass(frozen=True, eq=False)
+class Input:
+    """One input, through the door (:func:`as_input`): its data in one form, and what the output needs back.
+
+    ``data`` is in exactly one of three forms, which ``form`` names:
+
+    - ``"memory"``: what scikit-learn's ``validate_data`` takes, as given: NumPy,
+      scipy.sparse, or an array-like it converts itself (a pandas frame, a list),
+      so that scikit-learn's messages, dtypes and ``feature_names_in_`` stay its own;
+    - ``"lazy"``: a ``dask.array.Array``; a Zarr array already opened and checked by
+      :mod:`dkapprox.io`, a dask DataFrame already read (:func:`frame_as_dask`);
+    - ``"device"``: an array of another array-API namespace (CuPy), where it lives.
+
+    ``frame`` is the dask DataFrame (or Series) the lazy data was read from (its
+    columns' names and dtypes for validation, its index for :func:`as_frame`), and
+    ``dataarray`` the ``xarray.DataArray`` the data came in
+    (:func:`dkapprox._xarray.wrap_like`); None otherwise. scikit-learn's
+    ``set_output`` wraps in-memory results like ``data``.
+    """
+
+    data: object
+    form: str
+    frame: object = None
+    dataarray: object = None
+
+    @property
+    def lazy(self) -> bool:
+        """Whether the data is a dask array (nothing of it is read until it is computed)."""
+        return self.form == LAZY
+
+    @property
+    def device(self) -> bool:
+        """Whether the data is an array of another array-API namespace (CuPy)."""
+        return self.form == DEVICE
+
+    @property
+    def namespace(self):
+        """The array namespace of the data's blocks (a dask array's: its chunks'); None for NumPy and sparse."""
+        if self.form == MEMORY:
+            return None
+        return _xp.namespace(self.data._meta if self.lazy else self.data)
+
+    def in_memory(self):
+        """The data in memory: computed (one pass) if it is lazy, else as it is."""
+        return compute(self.data)[0] if self.lazy else self.data
+
+
+def as_input(X, *, dtype=FLOAT_DTYPES, targets=False) -> Input:
+    """The one door: any input dkapprox takes, as one canonical :class:`Input`.
+
+    Called once at the top of validation (:func:`dkapprox._validation.check_input`),
+    or earlier by an estimator that must know the form first; an :class:`Input`
+    passes through as it is. Nothing is computed: a dask DataFrame's values and
+    a Zarr array's chunks are read when the blocks are.
+
+    Parameters
+    ----------
+    X : object
+        A NumPy array, a scipy.sparse matrix or another array-like scikit-learn
+        takes (memory); a dask array, a dask DataFrame or Series, a Zarr array
+        (lazy); an array of another array-API namespace such as CuPy (device); or
+        a ``xarray.DataArray`` of any of them.
+    dtype : tuple of dtypes or None, default=FLOAT_DTYPES
+        The dtypes the caller computes in, as ``check_input``'s ``dtype``: a dask
+        DataFrame's values are read in its columns' common NumPy dtype where it
+        is one of them, else in ``dtype[0]``, as scikit-learn's ``check_array``
+        reads a pandas frame; None: pandas' common dtype (float64 for nullable
+        and pyarrow columns).
+    targets : bool, default=False
+        ``X`` is a target or weight vector: a 1-D Zarr array is opened as it is
+        (an input's Zarr array must be 2-D, samples x features).
+
+    Returns
+    -------
+    Input
+        Frozen: ``data``, ``form`` (``"memory"``, ``"lazy"`` or ``"device"``),
+        ``frame`` and ``dataarray``.
+
+    Raises
+    ------
+    TypeError
+        For an object of dask, xarray or Zarr that is no array (a dask Bag or
+        Delayed, an xarray Dataset, a Zarr group); anything else is in-memory
+        input, left to scikit-learn's validation and its messages.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkapprox._lazy import as_input
+    >>> as_input(np.ones((4, 2))).form
+    'memory'
+    >>> given = as_input(da.ones((4, 2), chunks=2))
+    >>> given.lazy, given.frame is None, given.data.chunks
+    (True, True, ((2, 2), (2,)))
+    >>> as_input(given) is given
+    True
+    """
+    if isinstance(X, Input):
+        return X
+    if _xarray.is_dataarray(X):
+        return dataclasses.replace(as_input(X.data, dtype=dtype, targets=targets), dataarray=X)
+    if isinstance(X, da.Array):
+        return Input(X, LAZY)
+    if _is_dataframe(X):
+        return Input(frame_as_dask(X, dtype=_frame_dtype(X, dtype)), LAZY, frame=X)
+    if _is_zarr(X):
+        return Input(_open_zarr(X, targets), LAZY)
+    if _is_other_kind(X):
+        raise TypeError(
+            f"dkapprox does not read a {type(X).__module__}.{type(X).__qualname__}: give a NumPy array, a "
+            "scipy.sparse matrix, a dask array or DataFrame, a Zarr array, an xarray.DataArray (a Dataset's "
+            "variable: ds['name']) or an array of an array-API namespace (CuPy).")
+    return Input(X, MEMORY if _xp.namespace(X) is None else DEVICE)
+
+
+def as_dask(X) -> da.Array:
+    """The lazy data of ``X`` (:func:`as_input`): a dask or Zarr array, a dask DataFrame's values, for scripts."""
+    given = as_input(X, dtype=None)
+    if not given.lazy:
+        raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
+    return given.data
+
+
+def _is_dataframe(X) -> bool:
     """True for a dask DataFrame or Series; never imports dask.dataframe (a frame's maker did)."""
     dd = sys.modules.get("dask.dataframe")
     kinds = tuple(kind for kind in (getattr(dd, "DataFrame", None), getattr(dd, "Series", None)) if kind)
     return bool(kinds) and isinstance(X, kinds)
 
 
+def _is_other_kind(X) -> bool:
+    """An object of dask, xarray or Zarr that is no array: a Bag, a Delayed, a Dataset, a group."""
+    if type(X).__module__.partition(".")[0] not in _READ_BY_KIND:
+        return False
+    return not (hasattr(type(X), "__array__") and hasattr(X, "shape"))  # the type's: a Delayed answers any name
+
+
 def _is_zarr(X) -> bool:
     return type(X).__module__.startswith("zarr") and hasattr(X, "chunks")
 
 
-def as_dask(X) -> da.Array:
-    """A dask array for a dask or zarr array or a dask DataFrame.
+def _open_zarr(z, targets):
+    """A Zarr array as dask: checked by dkapprox.io as samples x features; a 1-D target vector as it is."""
+    if targets and len(z.shape) == 1:
+        # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
+        return da.from_array(z, chunks=z.chunks) if _graph.expression_mode() else da.from_zarr(z)
+    from .io._zarr_store import open_array  # imported here: zarr is imported only when used
 
-    A zarr array is checked and aligned to its chunks; a dask DataFrame or
-    Series gives its values as pandas converts them (:func:`frame_as_dask`).
-    """
-    if isinstance(X, da.Array):
-        return X
-    if is_dataframe(X):
-        return frame_as_dask(X)
-    if _is_zarr(X):
-        from .io._zarr_store import open_array  # imported here: zarr is imported only when used
+    return open_array(z)
 
-        return open_array(X)
-    raise TypeError(f"expected a dask or zarr array, got {type(X).__name__}")
+
+def _frame_dtype(X, dtype):
+    """The dtype a dask DataFrame's values are read in (:func:`as_input`'s ``dtype``); None: pandas' own."""
+    dtypes = list(X.dtypes) if X.ndim == 2 else [X.dtype]
+    try:
+        common = np.result_type(*dtypes) if dtypes and all(isinstance(d, np.dtype) for d in dtypes) else None
+    except TypeError:  # no common dtype (dates beside numbers): validation refuses the columns by name
+        common = np.dtype(object)
+    if dtype is None:
+        return common
+    wanted = [np.dtype(d) for d in dtype]
+    return common if common is not None and common in wanted else wanted[0]
 
 
 def frame_as_dask(X, dtype=None, rows=None) -> da.Array:
@@ -155,19 +301,6 @@ def _features_frame(block, index, columns):
     import pandas as pd
 
     return pd.DataFrame(block, index=index, columns=columns, copy=False)
-
-
-def targets_as_dask(y) -> da.Array:
-    """Targets (1-D or 2-D) of a dask or zarr array as a dask array.
-
-    A 2-D zarr array goes through :func:`as_dask` (and dkapprox.io's checks of
-    a samples x features array); a 1-D one (a target vector) is opened lazily
-    as it is, aligned to its zarr chunks.
-    """
-    if _is_zarr(y) and len(y.shape) == 1:
-        # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
-        return da.from_array(y, chunks=y.chunks) if _graph.expression_mode() else da.from_zarr(y)
-    return as_dask(y)
 
 
 #: A fit that reads its input many times (KernelRidge's CG, a pass an iteration) keeps the input in the

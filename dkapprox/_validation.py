@@ -1,5 +1,7 @@
 """Input checks with scikit-learn's wording, for NumPy and dask input alike.
 
+Every input comes through one door first (:func:`dkapprox._lazy.as_input`),
+which tells the kinds apart; what is checked here is its canonical form.
 NumPy and scipy.sparse input goes through scikit-learn's own ``validate_data``
 (so every message is scikit-learn's).  Dask input is checked on metadata only
 (shape, dtype, chunks) when the graph is built; value checks (NaN, infinity,
@@ -7,8 +9,8 @@ sign) run inside each task via :class:`BlockCheck`, so bad data fails at
 compute time with the same message, and nothing is computed just to check.
 A dask DataFrame is checked on its columns' names (by scikit-learn, on the
 frame's empty ``_meta``: ``feature_names_in_`` and its errors are
-scikit-learn's) and dtypes, then read as a dask array of one block per
-partition (:func:`dkapprox._lazy.frame_as_dask`).
+scikit-learn's) and dtypes; the door has read it as a dask array of one
+block per partition (:func:`dkapprox._lazy.frame_as_dask`).
 """
 
 from __future__ import annotations
@@ -20,27 +22,30 @@ import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
 from . import _graph, _lazy, _xp
-
-FLOAT_DTYPES = (np.float64, np.float32)
+from ._lazy import FLOAT_DTYPES
 
 
 def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non_negative=False,
                 dtype=FLOAT_DTYPES, copy=False):
-    """Validate ``X`` for ``estimator``; returns NumPy/sparse or a dask array.
+    """Validate ``X`` for ``estimator``; returns NumPy/sparse, a dask array or an array of X's namespace.
 
-    NumPy input is validated eagerly by scikit-learn; dask (and zarr) input by
-    metadata, cast lazily to a float dtype as scikit-learn would cast it; a
-    dask DataFrame by its columns' names and dtypes (:func:`_check_dataframe`).
+    ``X`` goes through the door (:func:`dkapprox._lazy.as_input`, with ``dtype``;
+    an :class:`~dkapprox._lazy.Input` made already passes as it is), and its
+    canonical form is checked: in-memory data eagerly by scikit-learn; a dask
+    (or zarr) array by metadata, cast lazily to a float dtype as scikit-learn
+    would cast it; a dask DataFrame by its columns' names and dtypes
+    (:func:`_check_dataframe`); a device array where it lives.
     """
-    if _xp.namespace(X) is not None:
-        return _check_device_array(estimator, X, reset=reset, ensure_non_negative=ensure_non_negative,
+    given = _lazy.as_input(X, dtype=dtype)
+    if given.device:
+        return _check_device_array(estimator, given, reset=reset, ensure_non_negative=ensure_non_negative,
                                    dtype=dtype)
-    if not _lazy.is_lazy(X):
-        return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse or False,
+    if not given.lazy:
+        return validate_data(estimator, given.data, reset=reset, accept_sparse=accept_sparse or False,
                              ensure_non_negative=ensure_non_negative, dtype=dtype, copy=copy)
-    if _lazy.is_dataframe(X) and X.ndim == 2:
-        return _check_dataframe(estimator, X, reset=reset, dtype=dtype)
-    X = _lazy.as_dask(X)
+    if given.frame is not None and given.frame.ndim == 2:
+        return _check_dataframe(estimator, given, reset=reset)
+    X = given.data
     name = type(estimator).__name__
     if X.ndim != 2:
         raise ValueError(
@@ -85,22 +90,24 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     return X
 
 
-def _check_dataframe(estimator, X, *, reset, dtype):
-    """A dask DataFrame, checked from its metadata; returns a dask array of its values.
+def _check_dataframe(estimator, given, *, reset):
+    """A dask DataFrame, checked from its metadata; returns the dask array of its values the door read.
 
     Its column names go through scikit-learn on the frame's empty ``_meta``
     (``feature_names_in_`` set or checked, with scikit-learn's errors and
     warnings, and ``n_features_in_``). Every column must have a numeric or
     bool dtype: a string, object, categorical or datetime column is refused
     by name (scikit-learn would convert strings value by value, which here
-    means computing them). The values' dtype is the one scikit-learn's
-    ``check_array`` picks for a pandas frame: the columns' common NumPy dtype
-    if it is one of ``dtype``, else ``dtype[0]`` (nullable and pyarrow
-    columns: ``dtype[0]``, their missing values NaN).
+    means computing them). The values' dtype is the one the door chose
+    (:func:`dkapprox._lazy.as_input`), the one scikit-learn's ``check_array``
+    picks for a pandas frame: the columns' common NumPy dtype if it is one of
+    ``dtype``, else ``dtype[0]`` (nullable and pyarrow columns: ``dtype[0]``,
+    their missing values NaN).
     """
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     name = type(estimator).__name__
+    X = given.frame
     columns = list(X.dtypes.items())
     if not columns:
         raise ValueError(f"Found array with 0 feature(s) (shape=(nan, 0)) while a minimum of 1 is "
@@ -118,15 +125,10 @@ def _check_dataframe(estimator, X, *, reset, dtype):
     complex_ = [column for column, d in columns if getattr(d, "kind", "") == "c"]
     if complex_:
         raise ValueError(f"Complex data not supported (dask DataFrame column(s) {complex_}).")
-    dtypes = [d for _, d in columns]
-    common = np.result_type(*dtypes) if all(isinstance(d, np.dtype) for d in dtypes) else None
-    if dtype is not None:
-        wanted = [np.dtype(d) for d in dtype]
-        common = common if common in wanted else wanted[0]
-    return _lazy.frame_as_dask(X, dtype=common)
+    return given.data
 
 
-def _check_device_array(estimator, X, *, reset, ensure_non_negative, dtype):
+def _check_device_array(estimator, given, *, reset, ensure_non_negative, dtype):
     """An array of another namespace (CuPy, array-api-strict), checked where it lives.
 
     Its shape and dtype as scikit-learn checks them; its values by one reduction on its
@@ -134,7 +136,7 @@ def _check_device_array(estimator, X, *, reset, ensure_non_negative, dtype):
     Integer and bool arrays become float64, as scikit-learn casts them.
     """
     name = type(estimator).__name__
-    xp = _xp.namespace(X)
+    X, xp = given.data, given.namespace
     if X.ndim != 2:
         raise ValueError(
             f"Expected 2D array, got {X.ndim}D array instead (array of shape {tuple(X.shape)}). "

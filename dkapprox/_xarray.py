@@ -2,8 +2,9 @@
 
 xarray stays optional: nothing here imports it unless the input already is a
 DataArray (then xarray is in ``sys.modules``). The data inside (dask or NumPy)
-goes through the estimator unchanged, so a dask-backed DataArray (as
-``xarray.open_zarr`` gives) stays lazy.
+goes through the estimator unchanged (:func:`dkapprox._lazy.as_input` takes it
+out and keeps the DataArray for :func:`wrap_like`), so a dask-backed DataArray
+(as ``xarray.open_zarr`` gives) stays lazy.
 """
 
 from __future__ import annotations
@@ -16,11 +17,6 @@ FEATURE_DIM = "feature"
 def is_dataarray(X) -> bool:
     xr = sys.modules.get("xarray")
     return xr is not None and isinstance(X, xr.DataArray)
-
-
-def data_of(X):
-    """The array inside a DataArray (dask or NumPy), else ``X`` itself."""
-    return X.data if is_dataarray(X) else X
 
 
 def wrap_like(out, X, estimator):

@@ -151,13 +151,14 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
 def _sample_rows(X, n_samples, random_state):
     """The sampled rows (sorted global indices) of in-memory or dask X, in memory."""
     rng = check_random_state(random_state)
-    if _lazy.is_lazy(X):
-        X = _lazy.as_dask(X)
+    given = _lazy.as_input(X, dtype=None)
+    if given.lazy:
+        X = given.data
         sizes = _graph.row_sizes(X)  # free when known; one pass when the row chunks are unknown
         n = sum(sizes)
         index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
         return _lazy.compute(_graph.take_rows(X, index, sizes=sizes), arrays=[X])[0]
-    X = check_array(X, accept_sparse="csr", dtype=None)
+    X = check_array(given.data, accept_sparse="csr", dtype=None)
     n = X.shape[0]
     index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
     return X[index]

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.kernel_approximation import AdditiveChi2Sampler as _SkAdditiveChi2Sampler
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _xp
+from .. import _lazy, _xp
 from .._base import BlockwiseTransformer
 from .._graph import SizedState
 from .._sklearn_compat import check_feature_names_in
@@ -140,10 +140,11 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
 
     def transform(self, X):
         # stateless, as in scikit-learn: transform works without fit
-        X_valid = self._check(X, reset=False)
+        given = _lazy.as_input(X)
+        X_valid = self._check(given, reset=False)
         n_out = X_valid.shape[1] * (2 * self.sample_steps - 1)
         state = Chi2State(int(self.sample_steps), float(self._interval()))
-        return self._transform(X_valid, X, state=state, n_out=n_out)
+        return self._transform(X_valid, given, state=state, n_out=n_out)
 
     def _sparse_out(self, sparse_in):
         return sparse_in

@@ -37,7 +37,7 @@ def fourier_features(block, state):
 
 def data_variance(X, estimator_name):
     """Variance of all entries, as scikit-learn's gamma='scale' needs it (one pass)."""
-    if not _lazy.is_lazy(X):
+    if not _lazy.as_input(X).lazy:
         if sp.issparse(X):
             return X.multiply(X).mean() - X.mean() ** 2
         return X.var()

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
 from sklearn.utils import check_random_state
 
-from .. import _lazy, _xp
+from .. import _xp
 from .._graph import SizedState
 from .._validation import BlockCheck
 from ._kernels import skewed_chi2_kernel
@@ -86,10 +86,10 @@ class SkewedChi2Sampler(FourierSampler):
         return BlockCheck(type(self).__name__, finite=finite, greater_than=-self.skewedness,
                           greater_than_message="X may not contain entries smaller than -skewedness.")
 
-    def _transform(self, X, X_orig, **kwargs):
-        if not _lazy.is_lazy(X):
+    def _transform(self, X, given, **kwargs):
+        if not given.lazy:
             self._block_check(finite=False)(X)  # NumPy input: fail now, as scikit-learn does
-        return super()._transform(X, X_orig, **kwargs)
+        return super()._transform(X, given, **kwargs)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -108,6 +108,8 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     True
     """
 
+    _input_dtype = None  # the wrapped estimator chooses its dtypes: a frame's values in pandas' common dtype
+
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["partial_fit"])],
         "n_epochs": [Interval(Integral, 1, None, closed="left")],
@@ -168,12 +170,13 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
             fit_params = {**fit_params, "classes": getattr(self.estimator_, "classes_", None)}
             if fit_params["classes"] is None:
                 fit_params["classes"] = distinct_labels(y)
-        if not _lazy.is_lazy(X):
+        given = _lazy.as_input(X, dtype=self._input_dtype)
+        if not given.lazy:
             y = in_memory(y)  # X is in memory, so y fits too
             for _ in range(n_epochs):
-                self._learn(X, y, fit_params)
+                self._learn(given.data, y, fit_params)
             return self
-        X = check_input(self, X, reset=True, dtype=None)
+        X = check_input(self, given, reset=True, dtype=self._input_dtype)
         rng = check_random_state(self.random_state)
         arrays = [X] if y is None else [X, as_targets(y)]
         n_blocks = X.numblocks[0]
@@ -197,9 +200,10 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     # -- after the fit ---------------------------------------------------------
     def _apply(self, X, method):
         check_is_fitted(self, "estimator_")
-        if not _lazy.is_lazy(X):
-            return getattr(self.estimator_, method)(X)
-        X = check_input(self, X, reset=False, dtype=None)
+        given = _lazy.as_input(X, dtype=self._input_dtype)
+        if not given.lazy:
+            return getattr(self.estimator_, method)(given.data)
+        X = check_input(self, given, reset=False, dtype=self._input_dtype)
         tail, dtype = self._declared(method)
         state = MethodCall(self.estimator_, method, np.dtype(dtype))
         return lazy_predict(self, X, call_method, state, tail=tail, dtype=dtype, method=method)
@@ -285,7 +289,7 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
                 f"score on dask input needs a classifier or a regressor; {type(self.estimator_).__name__} "
                 "is neither. Compute its score on an in-memory sample instead."
             )
-        X = check_input(self, X, reset=False, dtype=None)
+        X = check_input(self, X, reset=False, dtype=self._input_dtype)
         kind = "accuracy" if is_classifier(self.estimator_) else "r2"
         return X, call_method, MethodCall(self.estimator_, "predict", np.dtype(self._declared("predict")[1])), kind
 

@@ -15,7 +15,7 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph, _lazy, _progress, _xp
+from .. import _graph, _lazy, _progress
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem._rows import row_source
@@ -75,13 +75,6 @@ class _FalkonKernelRidge(BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
 
-    def _check_host(self, X):
-        """The blocks are NumPy (or sparse): refuse device arrays before anything converts or reads them."""
-        meta = getattr(X, "_meta", X) if _lazy.is_lazy(X) and not _lazy.is_dataframe(X) else X
-        if _xp.namespace(meta) is not None:
-            raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
-                             "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
-
     def _kernel(self) -> Kernel:
         """scikit-learn's KernelRidge kernel: a callable takes ``kernel_params``, a name gamma, degree, coef0."""
         if isinstance(self.kernel, str) and self.kernel == "precomputed":
@@ -110,10 +103,8 @@ class _FalkonKernelRidge(BaseEstimator):
             return make_selector(self.centers, self.center_params)
         if self.center_params:
             raise ValueError("center_params has no options for an array of centers.")
-        given = self.centers
-        if _lazy.is_lazy(given):
-            given = _lazy.compute(_lazy.as_dask(given))[0]
-        given = check_array(given, accept_sparse="csr", dtype=FLOAT_DTYPES, input_name="centers")
+        given = check_array(_lazy.as_input(self.centers, dtype=None).in_memory(), accept_sparse="csr",
+                            dtype=FLOAT_DTYPES, input_name="centers")
         if given.shape[1] != X.shape[1]:
             raise ValueError(f"centers has {given.shape[1]} features, but {type(self).__name__} is fitted on "
                              f"X with {X.shape[1]} features.")
@@ -209,10 +200,11 @@ class _FalkonKernelRidge(BaseEstimator):
     def _scores(self, X, method):
         """``k(X, centers_) @ dual_coef_``: NumPy for in-memory X, lazy for dask."""
         check_is_fitted(self)
-        X = check_input(self, X, reset=False)
+        given = _lazy.as_input(X)
+        X = check_input(self, given, reset=False)
         coef = self.dual_coef_
         state = self._predict_state(coef)
-        if not _lazy.is_lazy(X):
+        if not given.lazy:
             return predict_block(X, state)
         tail = coef.shape[1:]
         return lazy_predict(self, X, predict_block, state, tail=tail, dtype=X.dtype, method=method)
@@ -352,8 +344,7 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
             Fitted estimator.
         """
         self._validate_params()
-        self._check_host(X)
-        X, y, lazy = check_Xy(self, X, y, y_numeric=True)
+        X, y, lazy = check_Xy(self, X, y, y_numeric=True, on_host=True)  # the blocks are NumPy (or sparse)
         n_targets = 1 if y.ndim == 1 else y.shape[1]
         self._fit_targets(X, y, NumericTargets(n_targets), lazy, sample_weight)
         if y.ndim == 1:
@@ -427,8 +418,7 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
             Fitted estimator.
         """
         self._validate_params()
-        self._check_host(X)
-        X, y, lazy = check_Xy(self, X, y, y_numeric=False)
+        X, y, lazy = check_Xy(self, X, y, y_numeric=False, on_host=True)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
         self._fit_targets(X, y, targets, lazy, sample_weight)
         if self.dual_coef_.shape[1] == 1:
@@ -461,9 +451,10 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
         y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
         """
         check_is_fitted(self)
-        X = check_input(self, X, reset=False)
+        given = _lazy.as_input(X)
+        X = check_input(self, given, reset=False)
         state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
-        if not _lazy.is_lazy(X):
+        if not given.lazy:
             return label_block(X, state)
         if self._binarizer is not None:
             tail, dtype = (len(self.classes_),), np.dtype(int)

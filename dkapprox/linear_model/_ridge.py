@@ -59,8 +59,10 @@ class _StreamingRidge(BaseEstimator):
         self.coef_, self.intercept_ = coef, intercept
 
     def _check_predict_input(self, X):
+        """``(X checked, whether it is lazy)``: ``X`` through the door (:func:`dkapprox._lazy.as_input`), checked."""
         check_is_fitted(self)
-        return check_input(self, X, reset=False, accept_sparse=("csr", "csc"))
+        given = _lazy.as_input(X)
+        return check_input(self, given, reset=False, accept_sparse=("csr", "csc")), given.lazy
 
     def _out_dtype(self, X):
         return np.result_type(X.dtype, self.coef_.dtype)
@@ -85,9 +87,9 @@ class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _Stre
         -------
         y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
         """
-        X = self._check_predict_input(X)
+        X, lazy = self._check_predict_input(X)
         state = LinearState(self.coef_, self.intercept_)
-        if not _lazy.is_lazy(X):
+        if not lazy:
             return linear_predict(X, state)
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
@@ -97,7 +99,7 @@ class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _Stre
         return RegressorMixin.score(self, X, in_memory(y))
 
     def _score_plan(self, X):
-        return self._check_predict_input(X), linear_predict, LinearState(self.coef_, self.intercept_), "r2"
+        return self._check_predict_input(X)[0], linear_predict, LinearState(self.coef_, self.intercept_), "r2"
 
 
 class Ridge(_StreamingRegressor):
@@ -285,8 +287,8 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
             For two classes, the score of ``classes_[1]``.
         """
-        X = self._check_predict_input(X)
-        if not _lazy.is_lazy(X):
+        X, lazy = self._check_predict_input(X)
+        if not lazy:
             return decision_block(X, self._state())
         tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
         return lazy_predict(self, X, decision_block, self._state(), tail=tail,
@@ -304,8 +306,8 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
             A label per row; an indicator matrix for multilabel targets.
         """
-        X = self._check_predict_input(X)
-        if not _lazy.is_lazy(X):
+        X, lazy = self._check_predict_input(X)
+        if not lazy:
             return label_block(X, self._state())
         if self._binarizer is not None:
             tail, dtype = (len(self.classes_),), np.dtype(int)
@@ -317,7 +319,7 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         return ClassifierMixin.score(self, X, in_memory(y))
 
     def _score_plan(self, X):
-        return self._check_predict_input(X), label_block, self._state(), "accuracy"
+        return self._check_predict_input(X)[0], label_block, self._state(), "accuracy"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

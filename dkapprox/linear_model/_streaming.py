@@ -31,28 +31,42 @@ SLICE_BYTES = 32 << 20
 SPLIT_EVERY = 8
 
 
+def target_input(y):
+    """Targets or weights (``y``, ``sample_weight``) through the door: a 1-D Zarr array is a target vector."""
+    return _lazy.as_input(y, dtype=None, targets=True)
+
+
 def as_targets(y):
     """Targets as a dask array (from dask or zarr, 1-D or 2-D) or as NumPy."""
-    return _lazy.targets_as_dask(y) if _lazy.is_lazy(y) else np.asarray(y)
+    given = target_input(y)
+    return given.data if given.lazy else np.asarray(given.data)
 
 
 def in_memory(y):
     """``y`` as NumPy: computed if it is a dask or zarr array (used when X is in memory)."""
-    return _lazy.compute(_lazy.targets_as_dask(y))[0] if _lazy.is_lazy(y) else y
+    return target_input(y).in_memory()
 
 
-def check_Xy(estimator, X, y, *, y_numeric):
-    """Validated ``(X, y, lazy)``: NumPy by scikit-learn, dask by metadata only."""
+def check_Xy(estimator, X, y, *, y_numeric, on_host=False):
+    """Validated ``(X, y, lazy)``: NumPy by scikit-learn, dask by metadata only.
+
+    ``on_host``: the estimator's blocks are NumPy (or sparse): an array on a device, or a dask
+    array of device chunks, is refused before anything converts or reads it.
+    """
     if y is None:
         raise ValueError(
             f"This {type(estimator).__name__} estimator requires y to be passed, but the target y is None."
         )
-    if not _lazy.is_lazy(X):
+    given = _lazy.as_input(X)
+    if on_host and given.namespace is not None:
+        raise ValueError(f"{type(estimator).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
+                         "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
+    if not given.lazy:
         y = in_memory(y)  # X is in memory, so its targets fit too
-        X, y = validate_data(estimator, X, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
+        X, y = validate_data(estimator, given.data, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
                              multi_output=True, y_numeric=y_numeric)
         return X, y, False
-    X = check_input(estimator, X, reset=True)
+    X = check_input(estimator, given, reset=True)
     y = as_targets(y)
     if y.ndim not in (1, 2):
         raise ValueError(f"y should be a 1d or 2d array, got an array of shape {y.shape} instead.")
@@ -136,10 +150,10 @@ def classifier_targets(estimator, y, lazy):
 
 def distinct_labels(y):
     """Sorted class labels of in-memory or dask ``y`` (one pass over y, never over X)."""
-    if not _lazy.is_lazy(y):
-        return unique_labels_block(0, None, y)
-    y = _lazy.targets_as_dask(y)
-    return _lazy.compute(_graph.reduce_aligned_rows([y], unique_labels_block, union_labels, None))[0]
+    given = target_input(y)
+    if not given.lazy:
+        return unique_labels_block(0, None, given.data)
+    return _lazy.compute(_graph.reduce_aligned_rows([given.data], unique_labels_block, union_labels, None))[0]
 
 
 def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
@@ -201,9 +215,13 @@ class StreamedScore:
 
     A learner says how to score in memory (``_score_in_memory(X, y)``, ``y``
     possibly a dask array: bring it to memory with :func:`in_memory`) and
-    what to map over dask blocks (``_score_plan(X)`` -> checked ``X``, the
-    block predict function, its state and ``'r2'`` or ``'accuracy'``).
+    what to map over dask blocks (``_score_plan(X)``, ``X`` through the door
+    -> checked ``X``, the block predict function, its state and ``'r2'`` or
+    ``'accuracy'``). ``_input_dtype`` is the ``dtype`` the learner checks its
+    input with (:func:`dkapprox._lazy.as_input`).
     """
+
+    _input_dtype = FLOAT_DTYPES
 
     def score(self, X, y):
         """Accuracy (classifiers) or R^2 averaged over targets (regressors); one pass on dask input.
@@ -217,7 +235,8 @@ class StreamedScore:
         -------
         score : float
         """
-        if not _lazy.is_lazy(X):
-            return self._score_in_memory(X, y)
-        X, predict, state, kind = self._score_plan(X)
+        given = _lazy.as_input(X, dtype=self._input_dtype)
+        if not given.lazy:
+            return self._score_in_memory(given.data, y)
+        X, predict, state, kind = self._score_plan(given)
         return lazy_score(X, y, predict, state, kind)

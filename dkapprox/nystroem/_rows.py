@@ -97,4 +97,4 @@ def _checked(block, check):
 
 def row_source(X, check=None):
     """Rows of ``X``; ``check`` runs on the blocks of dask input (NumPy input is validated whole)."""
-    return DaskRows(X, check) if _lazy.is_lazy(X) else InMemoryRows(X)
+    return DaskRows(X, check) if _lazy.as_input(X).lazy else InMemoryRows(X)

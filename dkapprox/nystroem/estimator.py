@@ -310,10 +310,8 @@ class Nystroem(BlockwiseTransformer):
                              "use landmarks='uniform' with kernel='precomputed'.")
         if self.landmark_params:
             raise ValueError("landmark_params has no options for an array of landmarks.")
-        given = self.landmarks
-        if _lazy.is_lazy(given):
-            given = _lazy.compute(_lazy.as_dask(given))[0]
-        given = check_array(given, accept_sparse="csr", dtype=FLOAT_DTYPES, input_name="landmarks")
+        given = check_array(_lazy.as_input(self.landmarks, dtype=None).in_memory(), accept_sparse="csr",
+                            dtype=FLOAT_DTYPES, input_name="landmarks")
         if given.shape[1] != X.shape[1]:
             raise ValueError(
                 f"landmarks has {given.shape[1]} features, but Nystroem is fitted on X with "
@@ -344,12 +342,12 @@ class Nystroem(BlockwiseTransformer):
         return NystroemState(Kernel.of(self), _as_dtype(self._landmarks(), dtype),
                              np.ascontiguousarray(self.normalization_.T, dtype=dtype))
 
-    def _transform(self, X, X_orig):
-        if not _lazy.is_lazy(X) and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
+    def _transform(self, X, given):
+        if not given.lazy and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
             state = self._state(_xp.numpy_dtype(X))
             state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
-            return super()._transform(X, X_orig, state=state)
-        return super()._transform(X, X_orig)
+            return super()._transform(X, given, state=state)
+        return super()._transform(X, given)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

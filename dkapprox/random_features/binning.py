@@ -193,9 +193,9 @@ class RandomBinningFeatures(BlockwiseTransformer):
     def _sparse_out(self, sparse_in):
         return not self.dense_output
 
-    def _transform(self, X, X_orig, **kwargs):
+    def _transform(self, X, given, **kwargs):
         refuse_device(getattr(X, "_meta", X))  # a dask array of CuPy chunks fails here, not in a task
-        return super()._transform(X, X_orig, **kwargs)
+        return super()._transform(X, given, **kwargs)
 
     def _state(self, dtype):
         return BinningState(self.pitches_.astype(dtype, copy=False), self.shifts_.astype(dtype, copy=False),

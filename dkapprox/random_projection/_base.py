@@ -44,7 +44,7 @@ class BaseRandomProjection(BlockwiseTransformer):
     def _fit(self, X):
         n_features = X.shape[1]
         if self.n_components == "auto":
-            n_samples = sum(_graph.row_sizes(X)) if _lazy.is_lazy(X) else X.shape[0]
+            n_samples = sum(_graph.row_sizes(X)) if _lazy.as_input(X).lazy else X.shape[0]
             self.n_components_ = int(johnson_lindenstrauss_min_dim(n_samples=n_samples, eps=self.eps))
             if self.n_components_ <= 0:
                 raise ValueError(
@@ -100,10 +100,11 @@ class BaseRandomProjection(BlockwiseTransformer):
         check_is_fitted(self)
         inverse = (self.inverse_components_ if self.compute_inverse_components
                    else self._compute_inverse_components())
-        if not _lazy.is_lazy(X):
-            X = check_array(X, dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
+        given = _lazy.as_input(X, dtype=None)
+        if not given.lazy:
+            X = check_array(given.data, dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
             return X @ inverse.T
-        X = _lazy.as_dask(X)
+        X = given.data
         if X.ndim != 2 or X.shape[1] != self.n_components_:
             raise ValueError(
                 f"X has shape {X.shape}, but {type(self).__name__}.inverse_transform is expecting "
