@@ -323,7 +323,8 @@ def persist_if_fits(X):
     from .cluster._memory import WorkerMemory, active_client
 
     fraction = float(dask.config.get("dkapprox.persist-fraction", PERSIST_FRACTION))
-    nbytes = X.nbytes
+    # from the shape: array expressions have no Array.nbytes; NaN where a row size is unknown
+    nbytes = float(np.prod(X.shape, dtype=np.float64)) * X.dtype.itemsize
     if not np.isfinite(nbytes) or fraction <= 0:
         return X, False
     client = active_client()
