@@ -75,7 +75,8 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
             Z = io.open_features(out_path)
             took = ("kept from an earlier run" if report is None else
                     f"{report.seconds:.1f} s ({rows / report.seconds:,.0f} rows/s)")
-            echo(f"wrote  {out_path}: {rows:,} x {Z.shape[1]} {Z.dtype}, {format_bytes(Z.nbytes)} in "
+            size = rows * Z.shape[1] * Z.dtype.itemsize  # from the shape: array expressions have no Array.nbytes
+            echo(f"wrote  {out_path}: {rows:,} x {Z.shape[1]} {Z.dtype}, {format_bytes(size)} in "
                  f"{Z.numblocks[0] * Z.numblocks[1]} blocks, {took}")
             head = min(rows, 1000)
             stored = Z[:head].compute()
