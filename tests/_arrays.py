@@ -27,6 +27,18 @@ def rows_where(a, flags):
                         dtype=a.dtype, meta=np.empty((0,) * a.ndim, a.dtype))
 
 
+def computed_whole(lazy):
+    """``lazy`` computed as a user computes it: whole in legacy dask.array; block by block under array expressions.
+
+    Array expressions cannot compute an array of unknown row sizes whole (their finalize rechunks it to one
+    chunk, which needs the sizes; dask's own ``ddf.to_dask_array()`` and ``ddf.values`` fail there before
+    that), so there a user reads the blocks, or asks for a lazy dask DataFrame (``set_output``).
+    """
+    if _graph.expression_mode() and any(np.isnan(n) for n in lazy.chunks[0]):
+        return computed_blocks(lazy)
+    return lazy.compute()
+
+
 def computed_blocks(lazy):
     """``lazy`` computed block by block; each block has the declared columns, dtype and kind (rows: NaN)."""
     blocks = dask.compute(*_graph.delayed_blocks(lazy))

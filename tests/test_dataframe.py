@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 import xarray as xr
-from _arrays import computed_blocks
+from _arrays import computed_blocks, computed_whole
 from _estimators import CONTRACT, CONTRACT_ESTIMATORS, ident
 from _rounding import assert_chunking_promise
 from sklearn.base import clone
@@ -132,7 +132,7 @@ def test_fit_reads_as_a_dask_array_does_and_transform_computes_nothing(estimator
         lazy = est.transform(ddf)
         frame = None if sparse_out else est.set_output(transform="pandas").transform(ddf)
     assert counter.count == fit_reads
-    lazy.compute()
+    computed_whole(lazy)
     assert counter.count == fit_reads + PARTS  # each partition read once
     if frame is not None:
         frame.compute()  # values and index come from the same read of each partition
@@ -300,7 +300,7 @@ def test_missing_values_fail_at_compute_with_sklearns_message():
     with nothing_computed():
         lazy = est.fit(ddf).transform(ddf)
     with pytest.raises(ValueError, match="Input X contains NaN"):
-        lazy.compute()
+        computed_whole(lazy)
 
 
 @pytest.mark.parametrize("column", [
@@ -342,11 +342,12 @@ def test_learners_take_a_dask_dataframe_and_a_dask_series():
             predicted = on_frame.predict(X)
         assert isinstance(predicted, da.Array) and predicted.numblocks == (PARTS,)
         sizes = partition_sizes(X)
-        np.testing.assert_array_equal(predicted.compute(), by_blocks(on_frame.predict, df[NAMES].to_numpy(), sizes))
+        expected = by_blocks(on_frame.predict, df[NAMES].to_numpy(), sizes)
+        np.testing.assert_array_equal(computed_whole(predicted), expected)
     pipe = make_pipeline(dkapprox.RBFSampler(n_components=20, random_state=0), Ridge()).fit(X, y)
     with nothing_computed():
         predicted = pipe.predict(X)
-    np.testing.assert_array_equal(predicted.compute(), by_blocks(pipe.predict, df[NAMES].to_numpy(), sizes))
+    np.testing.assert_array_equal(computed_whole(predicted), by_blocks(pipe.predict, df[NAMES].to_numpy(), sizes))
     incremental = Incremental(SGDRegressor(random_state=0), n_epochs=2).fit(X, y)
     assert isinstance(incremental.predict(X), da.Array)
 

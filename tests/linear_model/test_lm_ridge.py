@@ -4,6 +4,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _arrays import rows_where
 from dask.array.utils import assert_eq
 from sklearn import linear_model as sk
 from sklearn.pipeline import make_pipeline
@@ -84,8 +85,8 @@ def test_dask_fit_is_chunk_invariant(chunks, n_targets):
 def test_unknown_row_sizes_with_dask_targets():
     X, y = make_data(3)
     Xd, yd = da.from_array(X, chunks=50), da.from_array(y, chunks=50)
-    keep = Xd[:, 0] > 3.0  # boolean mask: NaN row chunks, rows of X and y still aligned
-    Xm, ym = Xd[keep], yd[keep]
+    keep = Xd[:, 0] > 3.0  # a boolean mask: NaN row chunks, rows of X and y still aligned
+    Xm, ym = rows_where(Xd, keep), rows_where(yd, keep)
     assert np.isnan(Xm.shape[0])
     mask = X[:, 0] > 3.0
     ref = sk.Ridge().fit(X[mask], y[mask])

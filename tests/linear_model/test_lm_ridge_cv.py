@@ -3,6 +3,7 @@
 import dask.array as da
 import numpy as np
 import pytest
+from _arrays import rows_where
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import linear_model as sk
@@ -105,7 +106,7 @@ def test_errors():
     Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
     keep = Xd[:, 0] > 0
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
-        RidgeCV(random_state=0).fit(Xd[keep], yd[keep])
+        RidgeCV(random_state=0).fit(rows_where(Xd, keep), rows_where(yd, keep))
 
 
 @pytest.mark.parametrize("d, rows", [(1, 5), (2, 5), (40, 200), (40, 10)], ids=["d1", "d2", "full-rank", "rank-10"])
