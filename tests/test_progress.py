@@ -31,7 +31,10 @@ from dkapprox.io import write_features
 from dkapprox.linear_model import Ridge
 
 X = da.from_array(np.random.default_rng(0).random((2000, 4)), chunks=500)
-slow = da.from_delayed(dask.delayed(lambda: (time.sleep(1.1), np.ones(3))[1])(), shape=(3,), dtype=float)
+def _sleep_then(block):  # a slow task (map_blocks: array expressions have no from_delayed)
+    time.sleep(1.1)
+    return block
+slow = da.ones(3, chunks=3).map_blocks(_sleep_then, dtype=float, meta=np.empty(0))
 
 def phase(name):
     sys.stderr.write(f"<{name}>")
@@ -166,7 +169,10 @@ import os, sys, time, dask, dask.array as da, numpy as np
 os.environ["DKAPPROX_PROGRESS"] = "1"
 import dkapprox
 from distributed import Client, LocalCluster
-slow = da.from_delayed(dask.delayed(lambda: (time.sleep(1.1), np.ones(3))[1])(), shape=(3,), dtype=float)
+def _sleep_then(block):  # a slow task (map_blocks: array expressions have no from_delayed)
+    time.sleep(1.1)
+    return block
+slow = da.ones(3, chunks=3).map_blocks(_sleep_then, dtype=float, meta=np.empty(0))
 for _ in range(3):
     with Client(LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")):
         dkapprox.compute(slow)  # distributed's text bar, then the cluster closed at once
