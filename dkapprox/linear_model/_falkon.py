@@ -24,6 +24,10 @@ float32 blocks the kernel and both products are float32 within a slice (at most
 float64. The ``n x m`` kernel matrix is never stored. The rbf kernel on dense rows is factored,
 ``k(x, c) = a_x exp(2 gamma x'.c') b_c`` (:class:`_RBFFactors`), so a slice costs one GEMM and one
 exponential with no distance pass: 1.7x faster a float32 pass, 1.1x float64.
+
+A block of another array-API namespace (CuPy) runs the same pass and prediction on its device, and
+a fit on device data factors the preconditioner there: :mod:`._falkon_device`, whose
+``block_partial`` and ``block_predict`` are what the estimators map (NumPy blocks: the functions here).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph, _lazy, _progress
+from .. import _graph, _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem._rows import row_source
@@ -29,9 +29,9 @@ from ._falkon import (
     PredictState,
     combine_normal,
     conjugate_gradient,
-    normal_partial,
     predict_block,
 )
+from ._falkon_device import DevicePreconditioner, DeviceRows, block_partial, block_predict, check_device_kernel
 from ._streaming import StreamedScore, check_sample_weight, check_Xy, classifier_targets, in_memory, lazy_predict
 from ._targets import NumericTargets, labels_of
 
@@ -137,18 +137,25 @@ class _FalkonKernelRidge(BaseEstimator):
         if alphas.size == 1:
             alphas = np.full(targets.n_targets, alphas[0])
         check = BlockCheck(type(self).__name__)
-        rows = row_source(X, check=check if lazy else None)
+        xp = _xp.namespace(X._meta if lazy else X)  # where the data lives: None for NumPy (and NumPy meta)
+        if xp is not None:
+            check_device_kernel(kernel, type(self).__name__)
+        rows = DeviceRows(X) if not lazy and xp is not None else row_source(X, check=check if lazy else None)
         n_samples = rows.n_rows
         if n_samples == 0:
             raise ValueError(f"Found array with 0 sample(s) while a minimum of 1 is required by {type(self).__name__}.")
         n_centers = self._n_centers(n_samples, selector)
         chosen = selector.select(rows, n_centers, kernel, check_random_state(self.random_state))
         points = chosen.components
-        points = points.astype(X.dtype) if points.dtype != X.dtype else points
+        dtype = _xp.numpy_dtype(X) if xp is not None and not lazy else X.dtype
+        points = points.astype(dtype) if points.dtype != dtype else points
         centers = Centers(kernel, points)
         dense = points.toarray() if sp.issparse(points) else points
-        pre = Preconditioner(kernel.between(np.asarray(dense, dtype=np.float64), np.asarray(dense, dtype=np.float64)),
-                             alphas)
+        if xp is not None and hasattr(xp, "linalg"):  # the m x m algebra where the data is (_falkon_device)
+            pre = DevicePreconditioner(xp, _xp.device_of(X._meta if lazy else X), kernel, dense, alphas)
+        else:
+            pre = Preconditioner(kernel.between(np.asarray(dense, dtype=np.float64),
+                                                np.asarray(dense, dtype=np.float64)), alphas)
         if lazy:
             if any(c != c for c in X.chunks[0]):  # NaN: row sizes were unknown; row_source counted them
                 X = _graph.with_row_sizes(X, rows.sizes)
@@ -176,7 +183,7 @@ class _FalkonKernelRidge(BaseEstimator):
                                     callback=report)
         self.centers_ = points
         self.center_indices_ = chosen.indices
-        self.dual_coef_ = pre.apply(result.beta).astype(X.dtype)
+        self.dual_coef_ = pre.apply(result.beta).astype(dtype)
         self.n_iter_ = result.n_iter
         self.residuals_ = np.asarray(result.residuals)
         self.center_passes_ = rows.passes
@@ -190,8 +197,8 @@ class _FalkonKernelRidge(BaseEstimator):
     @staticmethod
     def _pass(arrays, state, lazy):
         if not lazy:
-            return normal_partial(0, state, *arrays)
-        reduced = _graph.reduce_aligned_rows(arrays, normal_partial, combine_normal, state)
+            return block_partial(0, state, *arrays)
+        reduced = _graph.reduce_aligned_rows(arrays, block_partial, combine_normal, state)
         return _lazy.compute(reduced, arrays=arrays[:1])[0]
 
     def _predict_state(self, coef):
@@ -205,9 +212,9 @@ class _FalkonKernelRidge(BaseEstimator):
         coef = self.dual_coef_
         state = self._predict_state(coef)
         if not given.lazy:
-            return predict_block(X, state)
+            return block_predict(X, state)
         tail = coef.shape[1:]
-        return lazy_predict(self, X, predict_block, state, tail=tail, dtype=X.dtype, method=method)
+        return lazy_predict(self, X, block_predict, state, tail=tail, dtype=X.dtype, method=method)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -344,7 +351,7 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
             Fitted estimator.
         """
         self._validate_params()
-        X, y, lazy = check_Xy(self, X, y, y_numeric=True, on_host=True)  # the blocks are NumPy (or sparse)
+        X, y, lazy = check_Xy(self, X, y, y_numeric=True)  # NumPy, sparse or device blocks
         n_targets = 1 if y.ndim == 1 else y.shape[1]
         self._fit_targets(X, y, NumericTargets(n_targets), lazy, sample_weight)
         if y.ndim == 1:
@@ -365,11 +372,15 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
         return self._scores(X, "predict")
 
     def _score_in_memory(self, X, y):
+        if _xp.namespace(X) is not None:  # a device array's predictions come to the host to be scored
+            from sklearn.metrics import r2_score
+
+            return r2_score(_xp.to_numpy(in_memory(y)), _xp.to_numpy(self.predict(X)))
         return RegressorMixin.score(self, X, in_memory(y))
 
     def _score_plan(self, X):
         check_is_fitted(self)
-        return check_input(self, X, reset=False), predict_block, self._predict_state(self.dual_coef_), "r2"
+        return check_input(self, X, reset=False), block_predict, self._predict_state(self.dual_coef_), "r2"
 
 
 class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
@@ -452,6 +463,9 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
         """
         check_is_fitted(self)
         given = _lazy.as_input(X)
+        if given.namespace is not None:
+            raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
+                             "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
         X = check_input(self, given, reset=False)
         state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
         if not given.lazy:

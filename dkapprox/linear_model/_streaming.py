@@ -16,9 +16,9 @@ import numpy as np
 from sklearn.exceptions import DataConversionWarning
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d, validate_data
+from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from .. import _graph, _lazy
+from .. import _graph, _lazy, _xp
 from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
@@ -61,6 +61,11 @@ def check_Xy(estimator, X, y, *, y_numeric, on_host=False):
     if on_host and given.namespace is not None:
         raise ValueError(f"{type(estimator).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
                          "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
+    if given.device:  # an array on a device, checked there; its targets (n values a row) come to the host
+        X = check_input(estimator, given, reset=True)
+        y = check_array(_xp.to_numpy(in_memory(y)), ensure_2d=False, dtype=None, input_name="y")
+        _check_targets(estimator, X, y, y_numeric)
+        return X, y, False
     if not given.lazy:
         y = in_memory(y)  # X is in memory, so its targets fit too
         X, y = validate_data(estimator, given.data, y, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
@@ -68,6 +73,12 @@ def check_Xy(estimator, X, y, *, y_numeric, on_host=False):
         return X, y, False
     X = check_input(estimator, given, reset=True)
     y = as_targets(y)
+    _check_targets(estimator, X, y, y_numeric)
+    return X, y, True
+
+
+def _check_targets(estimator, X, y, y_numeric):
+    """The shape and dtype checks of targets beside a dask or device ``X`` (metadata only)."""
     if y.ndim not in (1, 2):
         raise ValueError(f"y should be a 1d or 2d array, got an array of shape {y.shape} instead.")
     if y_numeric and y.dtype.kind not in "biuf":
@@ -75,7 +86,6 @@ def check_Xy(estimator, X, y, *, y_numeric, on_host=False):
     n_x, n_y = X.shape[0], y.shape[0]
     if not (np.isnan(n_x) or np.isnan(n_y)) and n_x != n_y:
         raise ValueError(f"Found input variables with inconsistent numbers of samples: [{n_x}, {n_y}]")
-    return X, y, True
 
 
 def check_sample_weight(sample_weight, X, lazy):
@@ -91,8 +101,10 @@ def check_sample_weight(sample_weight, X, lazy):
         if not np.isfinite(weight) or weight < 0:
             raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
         return None, weight
-    if not lazy:
-        weights = sklearn_check_sample_weight(in_memory(sample_weight), X, dtype=np.float64, ensure_non_negative=True)
+    if not lazy:  # a device X's weights come to the host: one float64 a row, beside the rows' products
+        rows = X if _xp.namespace(X) is None else np.empty((X.shape[0], 0))
+        weights = sklearn_check_sample_weight(_xp.to_numpy(in_memory(sample_weight)), rows, dtype=np.float64,
+                                              ensure_non_negative=True)
         return weights, None
     weights = as_targets(sample_weight)
     if weights.ndim != 1:
@@ -172,8 +184,8 @@ class ScoreSpec:
 
 
 def score_block(row_start, spec, X, y):
-    pred = np.asarray(spec.predict(X, spec.state))
-    y = np.asarray(y)
+    pred = _xp.to_numpy(spec.predict(X, spec.state))  # a device block's predictions: rows values to the host
+    y = np.asarray(_xp.to_numpy(y))
     rows = y.shape[0]
     if spec.kind == "accuracy":
         if pred.ndim == 1:
