@@ -201,6 +201,102 @@ def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks, n_landm
     assert_chunking_promise(got, X, cupy.asnumpy(Z.compute()), got.transform(X), what=f"{landmarks} on dask-CuPy")
 
 
+# KernelRidge on CuPy (issue 41, item 5): the twins of tests/test_kernel_ridge_device.py, whose docstring
+# derives the tolerances (float64: 1e-8; float32: 2e-3 against the NumPy float32 fit, 1e-3 against float64)
+KRR_CASES = [("rbf", dict(gamma=0.3), np.float64), ("rbf", dict(gamma=0.3), np.float32),
+             ("laplacian", dict(gamma=0.2), np.float64), ("polynomial", dict(degree=2, gamma=0.5), np.float64)]
+KRR_TOL = {np.float64: (1e-10, 1e-8), np.float32: (1e-6, 2e-3)}
+
+
+def _krr_data(n=1_200, dtype=np.float64, targets=1):
+    from .test_kernel_ridge_device import regression
+
+    return regression(n=n, dtype=dtype, targets=targets)
+
+
+def _krr(kernel, kw, dtype):
+    from dkapprox.linear_model import KernelRidge
+
+    return KernelRidge(alpha=1.0, kernel=kernel, n_centers=100, tol=KRR_TOL[dtype][0], max_iter=200,
+                       random_state=0, **kw)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel, kw, dtype", KRR_CASES, ids=[f"{k}-{d.__name__}" for k, _, d in KRR_CASES])
+def test_kernel_ridge_on_cupy_fits_the_numpy_model_and_predicts_cupy(kernel, kw, dtype):
+    import cupy
+
+    X, y = _krr_data(dtype=dtype)
+    want = _krr(kernel, kw, dtype).fit(X, y)
+    got = _krr(kernel, kw, dtype).fit(cupy.asarray(X), y)
+    assert isinstance(got.dual_coef_, np.ndarray) and got.dual_coef_.dtype == dtype
+    np.testing.assert_array_equal(got.centers_, want.centers_)
+    pred = got.predict(cupy.asarray(X))
+    assert isinstance(pred, cupy.ndarray) and pred.dtype == dtype
+    np.testing.assert_allclose(cupy.asnumpy(pred), want.predict(X), rtol=0, atol=KRR_TOL[dtype][1])
+    assert got.score(cupy.asarray(X), cupy.asarray(y)) == pytest.approx(want.score(X, y), abs=KRR_TOL[dtype][1])
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernel_ridge_on_dask_cupy_blocks_stays_lazy_and_cupy(dtype):
+    import cupy
+
+    X, y = _krr_data(dtype=dtype)
+    w = np.random.default_rng(1).uniform(0.0, 2.0, size=X.shape[0])
+    want = _krr("rbf", dict(gamma=0.3), dtype).fit(X, y, sample_weight=w)
+    dev = da.from_array(X, chunks=(300, -1)).map_blocks(cupy.asarray, meta=cupy.empty((0, 0), dtype))
+    got = _krr("rbf", dict(gamma=0.3), dtype).fit(dev, da.from_array(y, chunks=300),
+                                                  sample_weight=da.from_array(w, chunks=300))
+    np.testing.assert_array_equal(got.centers_, want.centers_)
+    pred = got.predict(dev)
+    assert isinstance(pred, da.Array) and isinstance(pred._meta, cupy.ndarray) and pred.dtype == dtype
+    host = pred.compute()
+    assert isinstance(host, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(host), want.predict(X), rtol=0, atol=KRR_TOL[dtype][1])
+    assert got.score(dev, da.from_array(y, chunks=300)) == pytest.approx(want.score(X, y), abs=KRR_TOL[dtype][1])
+
+
+@gpu
+@pytest.mark.gpu
+def test_kernel_ridge_preconditioner_on_cupy_is_the_hosts_and_solves_there():
+    import cupy
+
+    from dkapprox.linear_model._falkon import Preconditioner
+    from dkapprox.linear_model._falkon_device import DevicePreconditioner
+    from dkapprox.nystroem.kernels import Kernel
+
+    X, _ = _krr_data(n=300)
+    kernel = Kernel("rbf", (("gamma", 0.3),))
+    alphas = np.array([1.0, 0.1])
+    host = Preconditioner(kernel.between(X, X), alphas)
+    dev = DevicePreconditioner(_xp.namespace(cupy.empty(1)), cupy.cuda.Device(), kernel, X, alphas)
+    assert dev.T.inverse is None  # CuPy's triangular solver, no inverse
+    host.set_weight_total(500.0)
+    dev.set_weight_total(500.0)
+    v = np.random.default_rng(2).normal(size=(300, 2))
+    for name in ("apply", "apply_t", "penalty"):
+        want, got = getattr(host, name)(v), getattr(dev, name)(v)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max(), err_msg=name)
+
+
+@gpu
+@pytest.mark.gpu
+def test_kernel_ridge_on_cupy_many_slices_a_block_give_what_one_slice_gives(monkeypatch):
+    """Slices of 64 rows (the last one short) through CuPy's reused buffer, against one slice a block."""
+    import cupy
+
+    from dkapprox.linear_model import _falkon_device
+
+    X, y = _krr_data(dtype=np.float32)
+    one = _krr("rbf", dict(gamma=0.3), np.float32).fit(cupy.asarray(X), y)
+    monkeypatch.setattr(_falkon_device, "DEVICE_SLICE_ELEMENTS", 100 * 64)
+    many = _krr("rbf", dict(gamma=0.3), np.float32).fit(cupy.asarray(X), y)
+    np.testing.assert_allclose(cupy.asnumpy(many.predict(cupy.asarray(X))), cupy.asnumpy(one.predict(cupy.asarray(X))),
+                               rtol=0, atol=KRR_TOL[np.float32][1])
+
 
 def test_one_gpu_extra_per_cuda_major_version():
     """CuPy ships one package per CUDA major version; so do our extras (issue 32: CUDA 13 ran)."""

@@ -156,3 +156,16 @@ def test_a_host_model_predicts_device_arrays_on_the_device():
     pred = model.predict(on_device(X))
     assert pred.device == DEVICE
     np.testing.assert_allclose(to_host(pred), model.predict(X), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel, kw", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
+def test_many_slices_a_block_give_what_one_slice_gives(monkeypatch, kernel, kw):
+    """A block cut into slices of 64 rows (the last one short): the slices' sums and the buffer they reuse."""
+    from dkapprox.linear_model import _falkon_device
+
+    X, y = regression(dtype=np.float32)
+    one = KernelRidge(**params(kernel, kw, np.float32)).fit(on_device(X), y)
+    monkeypatch.setattr(_falkon_device, "DEVICE_SLICE_ELEMENTS", 100 * 64)
+    many = KernelRidge(**params(kernel, kw, np.float32)).fit(on_device(X), y)
+    np.testing.assert_allclose(to_host(many.predict(on_device(X))), to_host(one.predict(on_device(X))), rtol=0,
+                               atol=TOL[np.float32][1])

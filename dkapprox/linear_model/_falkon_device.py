@@ -86,8 +86,9 @@ class _DeviceSlices:
         C = C - mu
         c_norms = xp.sum(C * C, axis=1)
         x_norms = []
-        for lo in range(0, self.X.shape[0], self.rows):
-            x = xp.astype(self.X[lo : lo + self.rows, :], xp.float64) - mu
+        n = self.X.shape[0]
+        for lo in range(0, n, self.rows):
+            x = xp.astype(self.X[lo : min(lo + self.rows, n), :], xp.float64) - mu
             x_norms.append(xp.sum(x * x, axis=1))
         x_norms = x_norms[0] if len(x_norms) == 1 else xp.concat(x_norms)
         if not float(gamma * (float(xp.max(x_norms)) + float(xp.max(c_norms)))) <= FACTORED_EXPONENT_LIMIT:
