@@ -35,7 +35,8 @@ def test_zarr_input_read_once_a_pass_when_it_does_not_fit_and_kept_when_it_does(
             # a Zarr read run as a task of its own; a pass task, which holds the read of its row's block
             reads = [t for t in stream.data if str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
                      .startswith(Xz.name)]
-            passes = [t for t in stream.data if key_split(t["key"]) == "normal_partial"]
+            # a pass's task: _falkon_device.block_partial, which takes NumPy and device blocks
+            passes = [t for t in stream.data if key_split(t["key"]) == "block_partial"]
             runs[fraction] = model, len(reads), len(passes), watch.report
         client.cancel(list(client.futures))
     streamed, reads, passes, report = runs[1e-9]
