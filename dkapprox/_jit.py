@@ -87,8 +87,15 @@ MIN_COMPILED_VALUES = 2**16
 #: values per tile: its product (tile rows x n_frequencies, 2 MiB of float64) stays in cache for its map;
 #: measured on a 2-core Zen VM, two threads: 2**15 values 0.48 s per pair of blocks, 2**16 0.43, 2**17 0.41, 2**18 0.40
 TILE_VALUES = 2**18
-#: float32 tiles (NumPy's map): 2**16 values, 256 KiB, within a core's L2 with the output rows they write
-TILE_VALUES_32 = 2**16
+#: float32 tiles (NumPy's map): 2**20 values, 4 MiB (1,024 rows at 1,024 features). Each tile costs
+#: three NumPy calls, and each call takes the GIL back when it returns: under dask's threaded
+#: scheduler (16 tasks in one process) smaller tiles left the block path GIL-bound. Measured on 16
+#: Xeon cores (issue 41, benchmarks/bench_big_box.py), RBFSampler(1024) on 16 threads against
+#: LocalCluster(16x1): tiles of 2**16 values 0.19x, 2**18 0.38x, 2**20 0.99x. On one thread the
+#: tile size changes little (2 Zen cores: 2**16 159 ms a 62,500-row block, 2**18 141, 2**20 145)
+TILE_VALUES_32 = 2**20
+#: ... and at most this many rows: a narrow map's tile (40 features) stays a tile, not a copy of the block
+TILE_ROWS_32 = 1024
 
 
 def fourier_map(block, weights, offset, scale, project=None):
@@ -159,20 +166,25 @@ def _tiled_numpy(block, weights, offset, scale):
     n_freq, n_in = weights.shape[1], block.shape[1]
     paired = offset is None
     out = recycled_empty((block.shape[0], 2 * n_freq if paired else n_freq), dtype=np.float32)
-    buf = np.empty((min(block.shape[0], max(1, TILE_VALUES_32 // n_freq)), n_freq), dtype=np.float32)
-    if not paired:
+    tile_rows = max(1, min(TILE_ROWS_32, TILE_VALUES_32 // n_freq))
+    buf = np.empty((min(block.shape[0], tile_rows), n_freq), dtype=np.float32)
+    if not paired:  # a tile's rows beside a column of ones (copied a tile at a time: no block-sized copy)
         weights = np.concatenate([weights, np.reshape(offset, (1, n_freq))]).astype(np.float32, copy=False)
-        rows_in = np.ones((buf.shape[0], n_in + 1), dtype=np.float32)
-    for start in range(0, block.shape[0], buf.shape[0]):
-        rows = out[start: start + buf.shape[0]]
+        ones = np.ones((buf.shape[0], n_in + 1), dtype=np.float32)
+    step = buf.shape[0]
+    for start in range(0, block.shape[0], step):  # four NumPy calls a tile: see TILE_VALUES_32
+        rows = out[start: start + step]
         m = rows.shape[0]
         if paired:
             product = np.matmul(block[start: start + m], weights, out=buf[:m])
+        else:
+            ones[:m, :n_in] = block[start: start + m]
+            product = np.matmul(ones[:m], weights, out=buf[:m])
+        if paired:
             np.cos(product, out=rows[:, :n_freq])
             np.sin(product, out=rows[:, n_freq:])
         else:
-            rows_in[:m, :n_in] = block[start: start + m]
-            np.cos(np.matmul(rows_in[:m], weights, out=buf[:m]), out=rows)
+            np.cos(product, out=rows)
         rows *= scale  # a Python float keeps float32
     return out
 

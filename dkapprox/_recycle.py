@@ -15,8 +15,11 @@ never written; the values of a reused output are arbitrary, as ``np.empty``'s ar
 
 Free mmaps are unmapped (their memory returns to the system) once they have been free for
 ``dkapprox.recycle.idle-seconds`` (2 s; a daemon timer sweeps), or when more than
-``dkapprox.recycle.max-free`` (4) are free. ``dkapprox.recycle.max-free: 0`` turns recycling off:
-every output is then fresh memory, its pages touched first (:func:`touched_empty`).
+``dkapprox.recycle.max-free`` (one a core, at least 4) are free. One a core, not 4: dask's threaded
+scheduler on 16 cores frees 16 outputs a wave, and with 4 kept the next wave touched 12 outputs'
+pages afresh (issue 41). A cluster's worker, one task at a time, never has more than a few.
+``dkapprox.recycle.max-free: 0`` turns recycling off: every output is then fresh memory, its pages
+touched first (:func:`touched_empty`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ _HUGE = 2 * 2**20
 def _settings():
     import dask
 
-    max_free = dask.config.get("dkapprox.recycle.max-free", 4)
+    max_free = dask.config.get("dkapprox.recycle.max-free", None)
+    if max_free is None:  # one a core: the outputs of a wave of the threaded scheduler's tasks
+        max_free = max(4, os.cpu_count() or 1)
     idle = dask.config.get("dkapprox.recycle.idle-seconds", 2.0)
     if isinstance(max_free, bool) or not isinstance(max_free, int) or max_free < 0:
         raise ValueError(f"dkapprox.recycle.max-free must be an integer >= 0, got {max_free!r}")
@@ -109,14 +114,25 @@ class Recycler:
         with self._lock:  # the array (the mmap's export) is made under the lock: no other thread takes it
             now = time.monotonic()
             entry = self._take(nbytes, now)
-            if entry is None:
-                if len(self._held) >= MAX_HELD:
-                    return touched_empty(shape, dtype)
-                entry = [self._new(nbytes), now]
-                self._held.append(entry)
-            out = np.frombuffer(entry[0], dtype=dtype, count=math.prod(shape)).reshape(shape)
-            self._trim(max_free)
-            self._arm(idle)
+            if entry is not None:
+                out = self._export(entry, shape, dtype, max_free, idle)
+            elif len(self._held) >= MAX_HELD:
+                return touched_empty(shape, dtype)
+        if entry is not None:
+            return out
+        # fresh memory is mapped and its pages touched outside the lock: a 256 MiB output's page
+        # faults took tens of milliseconds, and 16 tasks of the threaded scheduler queued behind them
+        buf = self._new(nbytes)
+        with self._lock:
+            entry = [buf, time.monotonic()]
+            self._held.append(entry)
+            return self._export(entry, shape, dtype, max_free, idle)
+
+    def _export(self, entry, shape, dtype, max_free, idle):
+        """The output array on ``entry``'s mmap (lock held: its export marks it busy before the lock goes)."""
+        out = np.frombuffer(entry[0], dtype=dtype, count=math.prod(shape)).reshape(shape)
+        self._trim(max_free)
+        self._arm(idle)
         return out
 
     def _take(self, nbytes, now):

@@ -168,14 +168,14 @@ def test_float32_maps_each_tile_as_numpy_would_and_never_loads_numba(features):
 import sys, numpy as np, dkapprox
 from threadpoolctl import threadpool_limits
 from dkapprox import _jit
-X = np.random.default_rng(5).normal(size=(1000, 16)).astype(np.float32)
+X = np.random.default_rng(5).normal(size=(10_000, 16)).astype(np.float32)
 est = dkapprox.RandomFourierFeatures(512, features={features!r}, random_state=0).fit(X)
 W = est.random_weights_.astype(np.float32)  # kept in float64, cast to the data's dtype for its state
 b = None if est.random_offset_ is None else est.random_offset_.astype(np.float32)
 with threadpool_limits(1, user_api="blas"):
     got = est.transform(X)
 assert X.shape[0] * got.shape[1] >= _jit.MIN_COMPILED_VALUES  # a block the float64 path would compile for
-step = max(1, _jit.TILE_VALUES_32 // W.shape[1])
+step = max(1, min(_jit.TILE_ROWS_32, _jit.TILE_VALUES_32 // W.shape[1]))
 assert step < X.shape[0]  # several tiles
 parts = []
 with threadpool_limits(1, user_api="blas"):

@@ -168,3 +168,15 @@ def test_features_through_dask_with_recycled_blocks_equal_fresh_ones(dtype):
     held = est.transform(X).compute(scheduler="threads", num_workers=2)
     np.testing.assert_array_equal(held, fresh)
     np.testing.assert_array_equal(sums, fresh.sum(axis=1))
+
+
+def test_by_default_a_wave_of_one_output_a_core_is_kept_for_the_next_wave(monkeypatch):
+    """The threaded scheduler frees one output a core at once; the next wave takes them all (issue 41)."""
+    wave = 6  # a 6-core machine: more than the 4 kept before
+    monkeypatch.setattr(os, "cpu_count", lambda: wave)
+    recycler = Recycler()
+    outs = [recycler.empty((MIN_BYTES // 4,), np.float32) for _ in range(wave)]
+    del outs
+    again = [recycler.empty((MIN_BYTES // 4,), np.float32) for _ in range(wave)]
+    assert recycler.reused == wave
+    assert len(again) == wave
