@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from dask.array.utils import meta_from_array
 from dask.base import tokenize
 
+from . import _device_turns
 from ._blas import task_threads
 
 __all__ = ["SizedState", "map_rows", "reduce_aligned_rows", "row_sizes", "take_rows", "tree_reduce"]
@@ -158,10 +159,12 @@ def _shipped_block(state):
 
 
 def _run_block(block, state, block_fn, check):
-    if isinstance(block, np.ndarray) or sp.issparse(block):
-        block, state = byte_aligned(block), byte_aligned(state)
-    # a block of another namespace (CuPy on a GPU) gets the state as shipped: the block function
-    # copies it to the device once per process, keyed by this very object (dkapprox._xp.state_on)
+    if not (isinstance(block, np.ndarray) or sp.issparse(block)):
+        # a block of another namespace (CuPy on a GPU) gets the state as shipped: the block function
+        # copies it to the device once per process, keyed by this very object (dkapprox._xp.state_on);
+        # one thread at a time queues work on a device, and its check is waited for after that
+        return _device_turns.run(block, state, block_fn, check, task_threads)
+    block, state = byte_aligned(block), byte_aligned(state)
     if check is not None:
         check(block)
     with task_threads():  # BLAS threads shared with the tasks running beside it (dkapprox._blas)

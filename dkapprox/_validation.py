@@ -171,6 +171,10 @@ def check_n_features(estimator, n_features, *, reset):
         )
 
 
+def _nothing():
+    return None
+
+
 @dataclass(frozen=True)
 class BlockCheck:
     """Value checks run inside a task on one block (picklable, tiny)."""
@@ -184,16 +188,41 @@ class BlockCheck:
     def __call__(self, block):
         if 0 in block.shape:  # an empty block (zero-row chunks are legal) has no value to check,
             return  # and check_non_negative's min() of it would raise NumPy's zero-size error
+        if _xp.namespace(block) is not None:
+            self.start(block)()
+            return
+        self._on_host(block)
+
+    def start(self, block):
+        """Queue the checks of a device block; the function returned waits for their flag and raises.
+
+        One flag, reduced on the device; only a bad block is copied to the host, where
+        scikit-learn's own checks raise their own messages. A map over device blocks calls the
+        function after queueing the block's work (:mod:`dkapprox._device_turns`), so the wait
+        does not empty the device's queue.
+        """
         xp = _xp.namespace(block)
-        if xp is not None:
-            # checked on its device, one reduction each; only a bad block is copied to the host,
-            # where scikit-learn's own checks below raise their own messages
-            fine = ((not self.finite or bool(xp.all(xp.isfinite(block))))
-                    and (not self.non_negative or not bool(xp.any(block < 0)))
-                    and (self.greater_than is None or not bool(xp.any(block <= self.greater_than))))
-            if fine:
-                return
-            block = _xp.to_numpy(block)
+        if xp is None or 0 in block.shape:
+            self(block)
+            return _nothing
+        fine = None
+        for wanted, bad in ((self.finite, lambda: ~xp.all(xp.isfinite(block))),
+                            (self.non_negative, lambda: xp.any(block < 0)),
+                            (self.greater_than is not None, lambda: xp.any(block <= self.greater_than))):
+            if wanted:
+                flag = bad()
+                fine = ~flag if fine is None else fine & ~flag
+        if fine is None:
+            return _nothing
+        is_fine = _xp.truth_later(fine)
+
+        def finish():
+            if not is_fine():
+                self._on_host(_xp.to_numpy(block))
+
+        return finish
+
+    def _on_host(self, block):
         if self.finite:
             assert_all_finite(block, input_name="X", estimator_name=self.estimator_name)
         if self.non_negative:

@@ -97,6 +97,31 @@ def to_numpy(x):
         return np.asarray(x.to_device(cpu("CPU_DEVICE") if cpu else "cpu"))
 
 
+def truth_later(flag):
+    """A function giving ``bool(flag)`` (a 0-d device array) without waiting for work queued after now.
+
+    CuPy: the flag is copied to pinned host memory without blocking and an event recorded
+    behind the copy; the function waits for that event only, so kernels queued after this call
+    keep the device busy meanwhile. ``bool(flag)`` would wait for the whole stream. Other
+    namespaces: the value now.
+    """
+    if type(flag).__module__.startswith("cupy"):
+        import cupy
+        import cupyx
+
+        host = cupyx.empty_pinned((), dtype=np.bool_)
+        flag.get(out=host, blocking=False)
+        done = cupy.cuda.get_current_stream().record()
+
+        def value():
+            done.synchronize()
+            return bool(host[()])
+
+        return value
+    value = bool(flag)
+    return lambda: value
+
+
 def state_on(state, like):
     """``state`` with every NumPy and scipy.sparse array in it on ``like``'s namespace and device.
 

@@ -200,3 +200,53 @@ def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_c
     np.testing.assert_array_equal(got.component_indices_, want.component_indices_)
     # Lloyd's float64 sums in another order (a product with the one-hot assignments on the device)
     np.testing.assert_allclose(got.components_, want.components_, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.nan, "Input X contains NaN"),
+    (-1.0, "Negative values in data passed to X in AdditiveChi2Sampler"),
+])
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the map of the bad block, queued
+def test_a_bad_device_block_raises_after_its_work_is_queued(bad, message):
+    """The check of a device block in a dask task is waited for after the block's work (issue 41)."""
+    import dask.array as da
+
+    X = data()
+    X[200, 1] = bad
+    est = dkapprox.AdditiveChi2Sampler().fit(np.abs(data()))
+    # blocks on the device behind NumPy meta, as in the landmark test above
+    lazy = da.from_array(X, chunks=(50, -1)).map_blocks(on_device, dtype=X.dtype, meta=np.empty((0, 0)))
+    with pytest.raises(ValueError, match=message):
+        est.transform(lazy).compute(scheduler="threads", num_workers=4)
+
+
+@pytest.mark.parametrize("turns", [True, False])
+def test_one_thread_at_a_time_queues_work_on_a_device(turns):
+    """Device block tasks of dask's threaded scheduler take turns on their device; NumPy blocks never wait."""
+    import threading
+    import time
+
+    import dask
+    import dask.array as da
+
+    running, most, lock = [0], [0], threading.Lock()
+
+    def block_fn(block, state):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return np.zeros(block.shape)
+
+    X = da.from_array(data(n=80), chunks=(10, -1)).map_blocks(on_device, dtype=np.float64, meta=np.empty((0, 0)))
+    with dask.config.set({"dkapprox.device-turns": turns}):
+        Z = _graph.map_rows(X, block_fn, None, n_out=7, dtype=np.float64, name="turns")
+        Z.compute(scheduler="threads", num_workers=4)
+    assert most[0] == 1 if turns else most[0] > 1
+    running[0] = most[0] = 0
+    host = da.from_array(data(n=80), chunks=10)
+    Z = _graph.map_rows(host, block_fn, None, n_out=7, dtype=np.float64, name="turns-host")
+    Z.compute(scheduler="threads", num_workers=4)
+    assert most[0] > 1

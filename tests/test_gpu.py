@@ -309,3 +309,22 @@ def test_one_gpu_extra_per_cuda_major_version():
         names = [req.split(">")[0].split("=")[0] for req in extras[f"gpu-cuda{major}"]]
         assert names == [f"cupy-cuda{major}x", f"dask-cuda[cu{major}]", "array-api-compat"], names
     assert extras["gpu"] == extras["gpu-cuda12"]  # what [gpu] always meant
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("turns", [True, False])
+def test_a_bad_block_among_dask_cupy_blocks_raises_scikit_learns_message_with_or_without_turns(turns):
+    """The check of a CuPy block is waited for after its work is queued (dkapprox._device_turns, issue 41)."""
+    import cupy
+    import dask
+
+    X = data(np.float32)
+    est = dkapprox.RBFSampler(n_components=64, random_state=0).fit(X)
+    X[777, 3] = np.nan
+    Xd = da.from_array(X, chunks=(500, -1)).map_blocks(cupy.asarray, meta=cupy.empty((0, 0), np.float32))
+    with dask.config.set({"dkapprox.device-turns": turns}):
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            est.transform(Xd).compute(scheduler="threads", num_workers=8)
+        fine = est.transform(Xd[:500]).compute(scheduler="threads", num_workers=8)
+    assert isinstance(fine, cupy.ndarray) and fine.shape == (500, 64)

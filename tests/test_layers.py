@@ -31,9 +31,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "dkapprox"
 #: (layer, its modules, the layers below it that it may import), lowest first.
 LAYERS = [
     ("foundation", ["dkapprox.errors", "dkapprox._version"], []),
-    # the engine: every dask graph, and the BLAS threads its tasks run with; a leaf, like dask's
-    # map_blocks, knowing nothing above it
-    ("engine", ["dkapprox._graph", "dkapprox._blas"], []),
+    # the engine: every dask graph, the BLAS threads its tasks run with, one thread at a time queueing
+    # work on a device; a leaf, like dask's map_blocks, knowing nothing above it
+    ("engine", ["dkapprox._graph", "dkapprox._blas", "dkapprox._device_turns"], []),
     # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray, the
     # compiled block kernels (numba) with their NumPy fallbacks, and progress displays (dask.compute
     # with a widget or a bar, used by lazy's fits and by the jobs' writer), array namespaces (_xp) and
@@ -132,9 +132,9 @@ def test_the_layer_table_is_ordered_and_names_only_lower_layers():
 
 
 def test_the_engine_is_a_leaf():
-    """The engine's modules import one another (_graph runs its tasks under _blas) and nothing else of dkapprox."""
+    """The engine's modules import one another (_graph's tasks run under _blas and _device_turns), nothing else."""
     known = _modules()
-    engine = {"dkapprox._graph", "dkapprox._blas"}
+    engine = {"dkapprox._graph", "dkapprox._blas", "dkapprox._device_turns"}
     for module in sorted(engine):
         assert {m for m, _ in imports_of(module, known[module], known)} <= engine - {module}
 

@@ -155,7 +155,10 @@ SLICE_ELEMENTS = 2**20
 #: 10,000 x 1024 by 1024 x 1024 float64: 64-row slices 0.44 s, 256 0.35, 512 0.33, whole 0.33).
 SLICES_PER_BLOCK, MIN_SLICE_ROWS = 64, 512
 #: On a device (CuPy) a slice may hold 64 times as many (512 MiB of float64): a GPU has the memory,
-#: and each slice costs several kernel launches, which thin slices would multiply.
+#: and each slice costs several kernel launches, which thin slices would multiply. A device block is
+#: sliced by this alone, not into :data:`SLICES_PER_BLOCK` parts: a 250,000-row block in 64 slices
+#: of 3,907 rows made about 400 launches from Python, and an H200 waited for them (issue 41: 0.49 of
+#: the device's limit where PyTorch's loop, one slice a block, reached 0.78)
 DEVICE_SLICE_ELEMENTS = 2**26
 
 
@@ -215,7 +218,8 @@ def _features_xp(xp, block, state):
     """:func:`nystroem_features` in the block's namespace, on its device, the same slices of rows."""
     N = state.normalization
     out = xp.empty((block.shape[0], N.shape[1]), dtype=N.dtype, device=_xp.device_of(block))
-    for s in row_slices(block.shape[0], max(N.shape[0], block.shape[1]), DEVICE_SLICE_ELEMENTS):
+    step = max(1, DEVICE_SLICE_ELEMENTS // max(N.shape[0], block.shape[1]))
+    for s in (slice(lo, min(lo + step, block.shape[0])) for lo in range(0, block.shape[0], step)):
         K = device_between(xp, state.kernel, block[s, :], state.landmarks)
         _xp.matmul_into(xp, xp.astype(K, N.dtype, copy=False), N, out[s, :])
     return out
