@@ -8,7 +8,7 @@ pure NumPy block function over the row blocks of a dask array at
 from ._progress import compute
 from ._version import __version__ as __version__
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
-from .linear_model import KernelRidge, KernelRidgeClassifier
+from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 from .models import load, save
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
@@ -19,6 +19,8 @@ __all__ = [
     "GaussianRandomProjection",
     "KernelRidge",
     "KernelRidgeClassifier",
+    "KernelRidgeClassifierCV",
+    "KernelRidgeCV",
     "Nystroem",
     "PolynomialCountSketch",
     "RandomBinningFeatures",

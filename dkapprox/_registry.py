@@ -18,7 +18,16 @@ Adding an estimator: see ARCHITECTURE.md.
 from __future__ import annotations
 
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
-from .linear_model import Incremental, KernelRidge, KernelRidgeClassifier, Ridge, RidgeClassifier, RidgeCV
+from .linear_model import (
+    Incremental,
+    KernelRidge,
+    KernelRidgeClassifier,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
+    Ridge,
+    RidgeClassifier,
+    RidgeCV,
+)
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures
 from .random_projection import GaussianRandomProjection, SparseRandomProjection
@@ -33,7 +42,8 @@ TRANSFORMERS = (
     Nystroem,
 )
 #: The learners that stream over the features.
-LEARNERS = (Ridge, RidgeCV, RidgeClassifier, Incremental, KernelRidge, KernelRidgeClassifier)
+LEARNERS = (Ridge, RidgeCV, RidgeClassifier, Incremental, KernelRidge, KernelRidgeClassifier, KernelRidgeCV,
+            KernelRidgeClassifierCV)
 ESTIMATORS = TRANSFORMERS + LEARNERS
 
 

@@ -71,6 +71,8 @@ CHECKS = {
     "KernelRidge": [dict(tol=1e-10, max_iter=500),
                     dict(kernel="rbf", gamma=0.1, alpha=0.1, centers="kmeans", random_state=0)],
     "KernelRidgeClassifier": [dict(kernel="rbf", tol=1e-10, max_iter=500, random_state=0)],
+    "KernelRidgeCV": [dict(alphas=(0.1, 1.0), gammas=(0.1, 1.0), cv=3, random_state=0)],
+    "KernelRidgeClassifierCV": [dict(alphas=(0.1, 1.0), gammas=(0.1, 1.0), cv=3, random_state=0)],
     # NumPy input is one block, so an epoch is one partial_fit: enough epochs to learn
     "Incremental": [dict(estimator=SGDClassifier(random_state=0), n_epochs=20, random_state=0),
                     dict(estimator=SGDRegressor(random_state=0), n_epochs=20, random_state=0)],

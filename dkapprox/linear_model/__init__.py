@@ -8,6 +8,8 @@
 * :class:`KernelRidge`, :class:`KernelRidgeClassifier`: Nystroem kernel ridge with up to tens of
   thousands of centers, solved by Falkon's preconditioned conjugate gradient, one pass over the
   rows per iteration; the ``n x m`` kernel matrix is never stored.
+* :class:`KernelRidgeCV`, :class:`KernelRidgeClassifierCV`: gamma and alpha chosen by K-fold
+  cross-validation over a grid, every candidate from one pass of per-fold statistics.
 * :class:`Incremental`: any scikit-learn estimator with ``partial_fit``, fed
   the row blocks in a seeded order (the maintained replacement for dask-ml's
   ``Incremental`` for this use).
@@ -19,8 +21,9 @@ the pass and never stored.
 
 from ._incremental import Incremental
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier
+from ._kernel_ridge_cv import KernelRidgeClassifierCV, KernelRidgeCV
 from ._ridge import Ridge, RidgeClassifier
 from ._ridge_cv import HashedKFold, RidgeCV
 
-__all__ = ["HashedKFold", "Incremental", "KernelRidge", "KernelRidgeClassifier", "Ridge", "RidgeCV",
-           "RidgeClassifier"]
+__all__ = ["HashedKFold", "Incremental", "KernelRidge", "KernelRidgeCV", "KernelRidgeClassifier",
+           "KernelRidgeClassifierCV", "Ridge", "RidgeCV", "RidgeClassifier"]

@@ -22,6 +22,8 @@ from dkapprox.linear_model import (
     Incremental,
     KernelRidge,
     KernelRidgeClassifier,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
     Ridge,
     RidgeClassifier,
     RidgeCV,
@@ -67,12 +69,14 @@ MODELS = [
     (KernelRidge(kernel="rbf", n_centers=20, random_state=0), X64),
     (KernelRidge(alpha=0.1, kernel="laplacian", n_centers=15, centers="kmeans", random_state=0), X32),
     (KernelRidgeClassifier(kernel="rbf", n_centers=20, random_state=0), X32),
+    (KernelRidgeCV(alphas=(0.1, 1.0), gammas=(0.1, 1.0), n_centers=20, cv=3, random_state=0), X64),
+    (KernelRidgeClassifierCV(alphas=(0.1, 1.0), gammas=(0.1, 1.0), n_centers=20, cv=3, random_state=0), X32),
 ]
 
 
 def _fit(est, X):
     est = clone(est)
-    if isinstance(est, (RidgeClassifier, KernelRidgeClassifier)):
+    if isinstance(est, (RidgeClassifier, KernelRidgeClassifier, KernelRidgeClassifierCV)):
         return est.fit(X, LABELS)
     if type(est).__module__.startswith("dkapprox.linear_model"):
         return est.fit(X, Y)
