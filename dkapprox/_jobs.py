@@ -503,6 +503,54 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
     return X, y, sources
 
 
+def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, centers, alpha, kernel, gamma, tol,
+                           max_iter, random_state, params):
+    """The unfitted KernelRidge[Classifier], or with ``n_folds`` its CV search; usage errors name the option."""
+    from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
+
+    common = (("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"),
+              ("kernel", kernel, "--kernel"))
+    if n_folds is None:
+        for given, option in ((alphas, "--alphas"), (gammas, "--gammas")):
+            if given is not None:
+                raise click.UsageError(f"{option} is a grid to search: give --cv N with it, or --alpha / --gamma")
+        return build_estimator(KernelRidgeClassifier if classify else KernelRidge, common + (
+            ("alpha", alpha, "--alpha"), ("gamma", None if gamma is None else parse_value(gamma), "--gamma"),
+            ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter")), random_state=random_state, params=params)
+    for given, option in ((alpha, "--alpha"), (gamma, "--gamma"), (tol, "--tol"), (max_iter, "--max-iter")):
+        if given is not None:
+            raise click.UsageError(f"{option} does not go with --cv: the search solves each candidate directly; "
+                                   "give the grid with --alphas and --gammas")
+    grid = [("alphas", _floats(alphas, "--alphas"), "--alphas"), ("gammas", _floats(gammas, "--gammas"), "--gammas")]
+    return build_estimator(KernelRidgeClassifierCV if classify else KernelRidgeCV,
+                           common + (("cv", n_folds, "--cv"),) + tuple(grid), random_state=random_state,
+                           params=params)
+
+
+def _floats(text, option):
+    if text is None:
+        return None
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {text!r}", param_hint=option) from None
+    if not values or any(not v > 0 for v in values):
+        raise click.BadParameter(f"expected positive numbers separated by commas, got {text!r}", param_hint=option)
+    return values
+
+
+def log_search(est):
+    """The search's table, best first: one log line a candidate."""
+    results = est.cv_results_
+    scoring = est.scoring or est._scorings[0]
+    log.info("cross-validation of %d candidates over %d folds (%s), %d passes; best first:",
+             len(results["params"]), est.n_splits_, scoring, est.passes_)
+    for i in sorted(range(len(results["params"])), key=lambda i: (results["rank_test_score"][i], i)):
+        p = results["params"][i]
+        log.info("  rank %3d  gamma=%-10.4g alpha=%-10.4g %s %.5f +- %.5f", results["rank_test_score"][i],
+                 p["gamma"], p["alpha"], scoring, results["mean_test_score"][i], results["std_test_score"][i])
+
+
 def fit_learner(est, X, y):
     """Fit; warnings (CG that did not converge) become one log line each, as the CLI's messages are."""
     import warnings
@@ -519,9 +567,14 @@ def fit_learner(est, X, y):
 
 def describe_fit(est) -> str:
     """What a kernel ridge fit did, in a few words: its centers, CG iterations, residual and passes."""
+    kept = "kept in the workers' memory" if est.input_persisted_ else "read every pass"
+    if hasattr(est, "cv_results_"):
+        return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
+                f"{len(est.cv_results_['params'])} candidates x {est.n_splits_} folds in {est.passes_} passes over "
+                f"the input ({kept}): best gamma={est.gamma_:g}, alpha={est.alpha_:g} "
+                f"({est.scoring or est._scorings[0]} {est.best_score_:.4f})")
     residual = float(est.residuals_[-1]) if len(est.residuals_) else 0.0
     converged = "" if residual <= est.tol else f" > tol={est.tol:g}: did not converge"
-    kept = "kept in the workers' memory" if est.input_persisted_ else "read every pass"
     return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
             f"{est.n_iter_} CG iterations, relative residual {residual:.3g}{converged}, {est.passes_} passes "
             f"over the input ({kept})")

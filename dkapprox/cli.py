@@ -56,7 +56,6 @@ from . import errors
 from ._jobs import (
     DEFAULT_RANDOM_STATE,
     METHODS,
-    build_estimator,
     check_parquet_out,
     check_targets_given,
     describe_fit,
@@ -64,6 +63,8 @@ from ._jobs import (
     feature_names,
     fit_learner,
     is_parquet_out,
+    kernel_ridge_estimator,
+    log_search,
     make_estimator,
     on_device,
     one_line,
@@ -71,7 +72,6 @@ from ._jobs import (
     open_training_data,
     parse_columns,
     parse_storage_options,
-    parse_value,
     plan_of,
     prediction_names,
     predictions,
@@ -523,6 +523,16 @@ def kernel_ridge_options(fn):
     fn = click.option("--centers", type=click.Choice(list(SELECTORS)),
                       help="How the centers are chosen, as Nystroem's landmarks are "
                            f"[default: {default['centers']}].")(fn)
+    fn = click.option("--gammas", metavar="G[,G...]",
+                      help="With --cv: the bandwidths to search (positive numbers) [default: gamma='scale' times "
+                           "0.1, 0.3, 1, 3 and 10].")(fn)
+    fn = click.option("--alphas", metavar="A[,A...]",
+                      help="With --cv: the regularization strengths to search (positive numbers) "
+                           "[default: 1e-3, 1e-2, 0.1, 1, 10, 100].")(fn)
+    fn = click.option("--cv", "n_folds", type=click.IntRange(min=2),
+                      help="Choose gamma and alpha by this many folds of cross-validation (KernelRidgeCV): every "
+                           "(gamma, alpha, fold) from one pass of statistics, the table logged, the best refitted "
+                           "and saved with its cv_results_.")(fn)
     return click.option("--n-centers", type=click.IntRange(min=1),
                         help="Nystroem centers m [default: min(1000, rows)]; Falkon's advice: of order sqrt(rows). "
                              "The driver holds a few m x m float64 matrices (2 GiB each at m = 16,384).")(fn)
@@ -547,23 +557,24 @@ def kernel_ridge_options(fn):
               help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
 @storage_options
 @cluster_options
-def kernel_ridge(input_path, target, target_column, classify, n_centers, centers, alpha, kernel, gamma, tol,
-                 max_iter, random_state, params, component, columns, model_path, overwrite, progress,
-                 storage_option_items, cluster_config, scheduler, start_timeout):
+def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, alphas, gammas, centers, alpha,
+                 kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path, overwrite,
+                 progress, storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit kernel ridge regression (--classify: classification) on INPUT (a Zarr array, or a Parquet dataset's
     --columns) and its targets, and save it to --out.
 
     Falkon's preconditioned conjugate gradient over n_centers Nystroem centers: the centers' passes, then
     one pass over INPUT for the right-hand side and one per CG iteration, each logged; the n x m kernel
-    matrix is never stored. `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
+    matrix is never stored. With --cv N, gamma and alpha are chosen from --gammas and --alphas by N-fold
+    cross-validation: the centers' passes and one pass of per-fold statistics (classes: one more), every
+    candidate's score logged, the best refitted and saved with its cv_results_ (`dkapprox info` shows them).
+    `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
     from . import models
-    from .linear_model import KernelRidge, KernelRidgeClassifier
 
     options = parse_storage_options(storage_option_items) or None
-    est = build_estimator(KernelRidgeClassifier if classify else KernelRidge, (
-        ("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"), ("alpha", alpha, "--alpha"),
-        ("kernel", kernel, "--kernel"), ("gamma", None if gamma is None else parse_value(gamma), "--gamma"),
-        ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter")), random_state=random_state, params=params)
+    est = kernel_ridge_estimator(classify, n_folds, alphas, gammas, n_centers=n_centers, centers=centers,
+                                 alpha=alpha, kernel=kernel, gamma=gamma, tol=tol, max_iter=max_iter,
+                                 random_state=random_state, params=params)
     target_columns = parse_columns(target_column, "--target-column")
     check_targets_given(target, target_columns)
     refuse_existing_model(model_path, overwrite, options)
@@ -576,6 +587,8 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, centers
         started = time.perf_counter()
         fit_learner(est, X, y)
         seconds = time.perf_counter() - started
+    if n_folds is not None:
+        log_search(est)
     models.save(est, model_path, overwrite=overwrite, storage_options=options)
     targets = shown(target) if target else f"column {', '.join(target_columns)}"
     click.echo(f"fitted {describe_model(est)} on {shown(input_path)} ({X.shape[0]:,} x {X.shape[1]:,}; targets: "

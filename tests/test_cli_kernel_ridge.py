@@ -273,3 +273,40 @@ def test_gamma_scale_on_the_command_line_is_the_python_apis_and_info_shows_it(wo
     np.testing.assert_array_equal(model.dual_coef_, est.dual_coef_)
     doc = json.loads(in_process(capsys, "info", tmp_path / "model", "--json").stdout)
     assert doc["params"]["gamma"] == "scale" and doc["fitted"]["gamma_"] == est.gamma_
+
+
+def test_cv_searches_the_grid_logs_the_table_and_saves_it_for_info(work, capsys):
+    """--cv 3 --alphas --gammas: KernelRidgeCV on the store; the table logged best first, the model saved
+    with its cv_results_, `info` showing them; the Python search on the same store chooses the same."""
+    from dkapprox.linear_model import KernelRidgeCV
+
+    base, c = work["dir"], work["c"]
+    fit = in_process(capsys, "kernel-ridge", base / "x.zarr", "--target", base / "y.zarr", "--cv", 3, "--alphas",
+                     "0.01,1", "--gammas", "0.05,0.5,5", "--n-centers", 60, "--out", base / "cv", *c)
+    assert fit.returncode == 0, fit.stderr
+    assert "6 candidates x 3 folds in 2 passes" in fit.stdout and "best gamma=0.5, alpha=0.01 (r2 0." in fit.stdout
+    table = [line for line in fit.stderr.splitlines() if "rank " in line]
+    assert len(table) == 6 and "rank   1  gamma=0.5" in table[0], fit.stderr
+    est = KernelRidgeCV(alphas=[0.01, 1], gammas=[0.05, 0.5, 5], n_centers=60, cv=3, random_state=0)
+    est.fit(io.open_array(base / "x.zarr"), open_target(base / "y.zarr"))
+    model = models.load(base / "cv")
+    assert model.best_params_ == est.best_params_
+    np.testing.assert_array_equal(model.cv_results_["mean_test_score"], est.cv_results_["mean_test_score"])
+    shown = in_process(capsys, "info", base / "cv", "--json")
+    described = json.loads(shown.stdout)
+    assert described["fitted"]["gamma_"] == 0.5 and described["fitted"]["passes_"] == 2
+    assert described["search"][0]["params"] == {"alpha": 0.01, "gamma": 0.5}
+    assert [row["rank_test_score"] for row in described["search"]] == sorted(est.cv_results_["rank_test_score"])
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--cv", 3, "--alpha", 1), "--alpha does not go with --cv"),
+    (("--alphas", "1,2"), "--alphas is a grid to search: give --cv N with it"),
+    (("--cv", 3, "--gammas", "0.1,-1"), "expected positive numbers separated by commas"),
+])
+def test_cv_usage_errors_name_the_option(work, capsys, args, fragment):
+    base = work["dir"]
+    result = in_process(capsys, "kernel-ridge", base / "x.zarr", "--target", base / "y.zarr", *args,
+                        "--out", base / "never")
+    assert_one_line_error(result, 2, fragment)
+    assert not (base / "never").exists()

@@ -220,9 +220,10 @@ def describe(path, *, storage_options=None) -> dict:
     n_features_in, ``fitted`` (the fitted attributes that are one number, bool
     or word: a CG's ``n_iter_`` and ``passes_``; and an iterative solver's
     ``final_residual``, the last of its ``residuals_``), state_bytes,
-    fingerprint, format and package versions, and when it was saved. No array
-    is read but ``residuals_`` (checked against its checksum): :func:`load`
-    checks them.
+    fingerprint, format and package versions, and when it was saved; a
+    search's ``cv_results_`` as ``search``, best first. No array is read but
+    ``residuals_`` and those of ``cv_results_`` (each checked against its
+    checksum): :func:`load` checks them.
     ``dkapprox info PATH`` prints this for a model directory, and
     :func:`dkapprox.io.describe` for a Zarr store.
 
@@ -259,6 +260,9 @@ def describe(path, *, storage_options=None) -> dict:
         "format_version": document["format_version"], "package_version": document.get("package_version"),
         "saved": document.get("saved"),
     }
+    search = attributes.get(SEARCH)
+    if isinstance(search, dict) and isinstance(search.get("__dict__"), dict):
+        described["search"] = _search_table(folder, document, search["__dict__"])
     history = attributes.get(RESIDUALS)
     name = history.get("__ndarray__") if isinstance(history, dict) else None
     if isinstance(name, str) and name in document["arrays"]:
@@ -271,6 +275,24 @@ def describe(path, *, storage_options=None) -> dict:
 #: an iterative solver's history (KernelRidge's CG: the relative residual after each iteration), whose last value
 #: ``describe`` shows as ``final_residual``: the one array it reads (a few hundred bytes, checked like any)
 RESIDUALS = "residuals_"
+
+
+#: a search's results (KernelRidgeCV's ``cv_results_``): ``describe`` shows each candidate's parameters and
+#: mean, std and rank of its test score, best first (reading those three small arrays, checked like any)
+SEARCH = "cv_results_"
+
+
+def _search_table(folder, document, results) -> list:
+    columns = {}
+    for key in ("mean_test_score", "std_test_score", "rank_test_score"):
+        ref = results.get(key)
+        name = ref.get("__ndarray__") if isinstance(ref, dict) else None
+        if not (isinstance(name, str) and name in document["arrays"]):
+            return []
+        columns[key] = _read_array(folder, name, document["arrays"][name]).tolist()
+    params = [p.get("__dict__", p) if isinstance(p, dict) else p for p in results.get("params", [])]
+    rows = [{"params": params[i], **{k: v[i] for k, v in columns.items()}} for i in range(len(params))]
+    return sorted(rows, key=lambda row: row["rank_test_score"])
 
 
 def _scalars(attributes) -> dict:
