@@ -128,19 +128,29 @@ def statistics_partial(row_start, state, X, *others):
         step = max(1, SLICE_ELEMENTS // max(1, m))
         for lo in range(0, mine.size, step):
             rows_of = mine[lo: lo + step]
-            ws = w[rows_of][:, None]
+            root = np.sqrt(w[rows_of])
+            Yw = Y[rows_of] * root[:, None]
             for g, K in enumerate(kernels(state, X[rows_of])):
-                Phi = scipy.linalg.solve_triangular(state.factors[g], K.T, trans="T", check_finite=False).T
-                WPhi = Phi * ws
-                G[g, f] += Phi.T @ WPhi
-                r[g, f] += WPhi.T @ Y[rows_of]
+                # Phi^T = T^-T K^T (m x rows), each row's column scaled by sqrt(w): its Gram is Phi^T W Phi
+                B = scipy.linalg.solve_triangular(state.factors[g], K.T, trans="T", check_finite=False)
+                B *= root[None, :]
+                G[g, f] += scipy.linalg.blas.dsyrk(1.0, B, lower=0)  # the upper triangle: half a GEMM's work
+                r[g, f] += B @ Yw
     return G, r, sums, positives, counts
 
 
 def combine_statistics(parts):
-    """The sum of :func:`statistics_partial`'s partials."""
+    """The sum of :func:`statistics_partial`'s partials (``Q``: upper triangles; :func:`symmetric` fills them)."""
     first = parts[0]
     return tuple(sum(p[i] for p in parts) for i in range(len(first)))
+
+
+def symmetric(Q):
+    """``Q`` (..., m, m) whose upper triangles hold the sums, made whole."""
+    lower = np.tril(np.ones(Q.shape[-2:], dtype=bool), -1)
+    out = Q.copy()
+    out[..., lower] = np.swapaxes(Q, -1, -2)[..., lower]
+    return out
 
 
 def fold_predictions_partial(row_start, state, X, *others):

@@ -180,6 +180,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                              labels, targets, weights is not None, check if lazy else None)
         t0 = time.perf_counter()
         G, r, sums, positives, counts = self._pass(arrays, state, lazy, cv.statistics_partial, cv.combine_statistics)
+        G = cv.symmetric(G)
         passes += 1
         seconds["statistics"] = time.perf_counter() - t0
         if constant is not None:
@@ -261,8 +262,8 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                 held = int(pos[0] > 0) + int(counts.sum() - counts[f] - pos[0] > 0)
             if held < 2:
                 raise ValueError(f"The training rows of fold {f} (every row outside it) hold fewer than two "
-                                 f"of the classes {np.asarray(classes).tolist()}: use fewer folds, or fold labels that keep "
-                                 "every class in each training set.")
+                                 f"of the classes {np.asarray(classes).tolist()}: use fewer folds, or fold labels "
+                                 "that keep every class in each training set.")
 
     def _results(self, gammas, alphas, scores, fold_weights):
         """``cv_results_`` in scikit-learn's shape: one candidate a (gamma, alpha), gamma slowest."""
