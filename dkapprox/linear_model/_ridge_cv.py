@@ -179,14 +179,9 @@ class RidgeCV(_StreamingRegressor):
         n_targets = 1 if y.ndim == 1 else y.shape[1]
         folds = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
                                fold_key=fold_key(self.random_state), sample_weight=sample_weight)
-        empty = np.flatnonzero(folds.count == 0)
-        if empty.size or np.any(folds.count == folds.count.sum()):
-            raise ValueError(
-                f"Cannot cross-validate n_samples={int(folds.count.sum())} in {self.n_folds} folds: "
-                f"fold(s) {empty.tolist()} received no rows; use fewer folds."
-            )
+        check_folds(folds)
         total = pool_folds(folds)
-        scores = self._cv_scores(folds, total, alphas, scoring)  # (n_folds, n_alphas, n_targets)
+        scores = cv_scores(folds, total, alphas, scoring, self.fit_intercept)  # (n_folds, n_alphas, n_targets)
         self.fold_sizes_ = folds.count.copy()
         if self.alpha_per_target and n_targets > 1:
             mean = scores.mean(axis=0)
@@ -203,25 +198,39 @@ class RidgeCV(_StreamingRegressor):
         self._solve(total, X.dtype, alpha=self.alpha_, ravel=y.ndim == 1)
         return self
 
-    def _cv_scores(self, folds, total, alphas, scoring):
-        """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
 
-        Each solve runs on one BLAS thread and the folds run in parallel
-        threads (LAPACK releases the GIL): NumPy's and SciPy's OpenBLAS each
-        spinning a thread per core fight over the cores and make the solves
-        an order of magnitude slower (benchmarks/bench_blas_threads.py).
-        """
-        train = without_folds(folds, total)
-        workers = min(self.n_folds, available_cpus())
-        with threadpool_limits(1), ThreadPoolExecutor(max_workers=workers) as pool:
-            per_fold = pool.map(lambda k: self._fold_scores(train.fold(k), folds.fold(k), alphas, scoring),
-                                range(self.n_folds))
-            return np.stack(list(per_fold))
+def check_folds(folds):
+    """Refuse per-fold Moments with an empty fold, or a fold that holds every row (nothing to train on)."""
+    empty = np.flatnonzero(folds.count == 0)
+    if empty.size or np.any(folds.count == folds.count.sum()):
+        raise ValueError(
+            f"Cannot cross-validate n_samples={int(folds.count.sum())} in {folds.count.shape[0]} folds: "
+            f"fold(s) {empty.tolist()} received no rows; use fewer folds."
+        )
 
-    def _fold_scores(self, train, held_out, alphas, scoring):
-        A, B, center_z, center_y = normal_equations(train, self.fit_intercept)
-        scores = np.empty((alphas.size, B.shape[1]))
-        for a, W in enumerate(solve_ridge_path(A, B, alphas)):  # one reduction of A for all alphas
-            sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
-            scores[a] = target_scores(sse, held_out, scoring)
-        return scores
+
+def cv_scores(folds, total, alphas, scoring, fit_intercept):
+    """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
+
+    ``folds``: per-fold Moments, ``total``: their pool. Each solve runs on one BLAS thread and the
+    folds run in parallel threads (LAPACK releases the GIL): NumPy's and SciPy's OpenBLAS each
+    spinning a thread per core fight over the cores and make the solves an order of magnitude
+    slower (benchmarks/bench_blas_threads.py).
+    """
+    train = without_folds(folds, total)
+    n_folds = folds.count.shape[0]
+    workers = min(n_folds, available_cpus())
+    with threadpool_limits(1), ThreadPoolExecutor(max_workers=workers) as pool:
+        per_fold = pool.map(lambda k: fold_scores(train.fold(k), folds.fold(k), alphas, scoring, fit_intercept),
+                            range(n_folds))
+        return np.stack(list(per_fold))
+
+
+def fold_scores(train, held_out, alphas, scoring, fit_intercept):
+    """Scores (n_alphas, n_targets) on one held-out fold of the models trained on ``train``, every alpha."""
+    A, B, center_z, center_y = normal_equations(train, fit_intercept)
+    scores = np.empty((alphas.size, B.shape[1]))
+    for a, W in enumerate(solve_ridge_path(A, B, alphas)):  # one reduction of A for all alphas
+        sse = fold_errors(W, intercept_of(W, center_z, center_y), held_out)
+        scores[a] = target_scores(sse, held_out, scoring)
+    return scores
