@@ -143,8 +143,10 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
         given = _lazy.as_input(X)
         X_valid = self._check(given, reset=False)
         n_out = X_valid.shape[1] * (2 * self.sample_steps - 1)
-        state = Chi2State(int(self.sample_steps), float(self._interval()))
-        return self._transform(X_valid, given, state=state, n_out=n_out)
+        return self._transform(X_valid, given, state=self._state(X_valid.dtype), n_out=n_out)
+
+    def _state(self, dtype):
+        return Chi2State(int(self.sample_steps), float(self._interval()))
 
     def _sparse_out(self, sparse_in):
         return sparse_in

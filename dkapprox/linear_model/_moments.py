@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite
 
+from .. import _graph
 from .._random import GOLDEN, splitmix64
 
 
@@ -221,3 +222,33 @@ def without_folds(m, total):
           - np.einsum("k,ki,kj->kij", w_r, dz_r, dy_r))
     yy = total.yy - m.yy - w_k[:, None] * dy_k**2 - w_r[:, None] * dy_r**2
     return Moments(count, weight, mean_z, mean_y, zz, zy, yy)
+
+
+@dataclass(frozen=True)
+class MappedSpec:
+    """A pass that maps each row block by several feature maps, and gathers the Moments of each one's features.
+
+    ``maps``: ``(block_fn, state)`` per map, each ``block_fn(block, state)`` a fitted transformer's
+    module-level block function; ``checks``: the value checks of the raw block (each distinct one
+    once), run before any map.
+    """
+
+    moments: MomentsSpec
+    maps: tuple
+    checks: tuple = ()
+
+
+def mapped_moments(row_start, spec, X, y, w=None):
+    """A tuple of Moments, one per map of ``spec``, of one row block: the block is read once for all maps."""
+    # realigned as map_rows realigns a block and its state (a misaligned array is multiplied without BLAS)
+    X, maps = _graph.byte_aligned(X), _graph.byte_aligned(spec.maps)
+    for check in spec.checks:
+        check(X)
+    # the block's targets, weights and fold order are the same for every map: each map's features go
+    # through block_moments in turn, so a block holds one map's features at a time
+    return tuple(block_moments(row_start, spec.moments, block_fn(X, state), y, w) for block_fn, state in maps)
+
+
+def combine_mapped(parts):
+    """Fold partials of :func:`mapped_moments` map by map."""
+    return tuple(combine_moments(same_map) for same_map in zip(*parts))

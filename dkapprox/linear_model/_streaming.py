@@ -22,7 +22,7 @@ from .. import _graph, _lazy, _xp
 from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
-from ._moments import MomentsSpec, block_moments, combine_moments
+from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments
 from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
 
 # in-memory input is cut into row slices of about this many bytes of features,
@@ -117,21 +117,31 @@ def check_sample_weight(sample_weight, X, lazy):
     return weights, None
 
 
-def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sample_weight=None):
-    """The per-fold statistics of (X, y), weighted by ``sample_weight``: one pass over the rows."""
+def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sample_weight=None, maps=None):
+    """The per-fold statistics of (X, y), weighted by ``sample_weight``: one pass over the rows.
+
+    ``maps``: ``(block_fn, state)`` pairs, ``checks`` and the widest output, of feature maps each row
+    block goes through in the same pass (:class:`._moments.MappedSpec`): then the statistics of each
+    map's features, a tuple of Moments in the order of the maps.
+    """
     weights, constant = check_sample_weight(sample_weight, X, lazy)
     spec = MomentsSpec(targets, int(n_folds), int(fold_key), type(estimator).__name__, constant)
+    chunk_fn, combine_fn, width = block_moments, combine_moments, X.shape[1]
+    if maps is not None:
+        pairs, checks, widest = maps
+        spec = MappedSpec(spec, tuple(pairs), tuple(checks))
+        chunk_fn, combine_fn, width = mapped_moments, combine_mapped, max(width, widest)
     arrays = [X, y] if weights is None else [X, y, weights]
     if lazy:
         # a running total: the statistics (n_folds x d x d) are the largest things a fit holds, and a
         # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
-        reduced = _graph.reduce_aligned_rows(arrays, block_moments, combine_moments, spec,
-                                             split_every=SPLIT_EVERY, running=True)
+        reduced = _graph.reduce_aligned_rows(arrays, chunk_fn, combine_fn, spec, split_every=SPLIT_EVERY,
+                                             running=True)
         return _lazy.compute(reduced, arrays=arrays)[0]
-    rows = max(1, SLICE_BYTES // (8 * X.shape[1]))
-    parts = [block_moments(start, spec, *(a[start : start + rows] for a in arrays))
+    rows = max(1, SLICE_BYTES // (8 * width))
+    parts = [chunk_fn(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
-    return combine_moments(parts)
+    return combine_fn(parts)
 
 
 def classifier_targets(estimator, y, lazy):
