@@ -12,9 +12,11 @@ Values are JSON scalars, or one-key tagged objects::
     {"__float__": "nan" | "inf" | "-inf"}
     {"__tuple__": [...]}, {"__dict__": {...}}
     {"__estimator__": {"class", "params", "attributes"}}   a nested public dkapprox estimator
+    {"__pipeline__": [[name, estimator], ...]}  a scikit-learn Pipeline of public dkapprox estimators
+                                                (default memory, verbose and transform_input)
 
 Decoding builds only allow-listed classes (public dkapprox estimators, looked
-up by name), NumPy arrays and scipy.sparse containers; it imports nothing named
+up by name, and scikit-learn's Pipeline of them), NumPy arrays and scipy.sparse containers; it imports nothing named
 in a file and runs no code but the estimator's ``__init__`` (which only stores
 its parameters, a scikit-learn convention).
 """
@@ -26,6 +28,7 @@ import re
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.pipeline import Pipeline
 
 from .._registry import by_name
 from .._sklearn_compat import get_param_names
@@ -96,6 +99,8 @@ class Encoder:
             return {"__dict__": {k: self.value(x, f"{path}.{k}", what=what) for k, x in v.items()}}
         if type(v).__name__ in public_estimators() and public_estimators()[type(v).__name__] is type(v):
             return {"__estimator__": self.estimator(v, prefix=f"{path}.")}
+        if type(v) is Pipeline:
+            return {"__pipeline__": self._pipeline(v, path, what)}
         hint = ""
         if isinstance(v, np.random.RandomState):
             hint = " (pass an int random_state: the fitted arrays are what a model file keeps)"
@@ -113,6 +118,17 @@ class Encoder:
             raise TypeError(f"cannot save {what} {path!r}: arrays of dtype {v.dtype} are not supported")
         self.arrays[path] = v
         return {"__ndarray__": path}
+
+    def _pipeline(self, v, path, what):
+        """A Pipeline's steps; only the steps: its other parameters must be the defaults, and it holds no state."""
+        if v.get_params(deep=False).keys() - {"steps"} != _PIPELINE_DEFAULTS.keys() or any(
+                v.get_params(deep=False)[k] != d for k, d in _PIPELINE_DEFAULTS.items()):
+            raise TypeError(f"cannot save {what} {path!r}: a Pipeline with parameters other than its steps "
+                            "at their defaults")
+        extra = set(vars(v)) - set(v.get_params(deep=False))
+        if extra:
+            raise TypeError(f"cannot save {what} {path!r}: a Pipeline holding {sorted(extra)}")
+        return [[name, {"__estimator__": self.estimator(step, prefix=f"{path}.{name}.")}] for name, step in v.steps]
 
     def _sparse(self, v, path, what):
         fmt = v.format
@@ -181,7 +197,16 @@ class Decoder:
             return self.estimator(body)
         if tag == "__sparse__":
             return self._sparse(v)
+        if tag == "__pipeline__" and len(v) == 1:
+            return self._pipeline(body)
         raise StateError(f"unexpected tagged value {tag!r}")
+
+    def _pipeline(self, body):
+        if not (isinstance(body, list) and body and all(
+                isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and _NAME.match(s[0])
+                and isinstance(s[1], dict) and set(s[1]) == {"__estimator__"} for s in body)):
+            raise StateError("a pipeline entry must be a non-empty list of [name, estimator] pairs")
+        return Pipeline([(name, self.estimator(step["__estimator__"])) for name, step in body])
 
     def _array(self, name):
         if not isinstance(name, str) or name not in self.arrays:
@@ -213,6 +238,10 @@ class Decoder:
         except (ValueError, TypeError, IndexError) as exc:
             raise StateError(f"invalid sparse {fmt} parts: {exc}") from exc
         return out
+
+
+#: the parameters a saved Pipeline may have besides its steps, at these values
+_PIPELINE_DEFAULTS = {"memory": None, "transform_input": None, "verbose": False}
 
 
 def _dtype(text):
