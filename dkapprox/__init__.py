@@ -8,7 +8,13 @@ pure NumPy block function over the row blocks of a dask array at
 from ._progress import compute
 from ._version import __version__ as __version__
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
-from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
+from .linear_model import (
+    FeatureMapRidgeCV,
+    KernelRidge,
+    KernelRidgeClassifier,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
+)
 from .models import load, save
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
@@ -16,6 +22,7 @@ from .random_projection import GaussianRandomProjection, SparseRandomProjection,
 
 __all__ = [
     "AdditiveChi2Sampler",
+    "FeatureMapRidgeCV",
     "GaussianRandomProjection",
     "KernelRidge",
     "KernelRidgeClassifier",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .linear_model import (
+    FeatureMapRidgeCV,
     Incremental,
     KernelRidge,
     KernelRidgeClassifier,
@@ -43,7 +44,7 @@ TRANSFORMERS = (
 )
 #: The learners that stream over the features.
 LEARNERS = (Ridge, RidgeCV, RidgeClassifier, Incremental, KernelRidge, KernelRidgeClassifier, KernelRidgeCV,
-            KernelRidgeClassifierCV)
+            KernelRidgeClassifierCV, FeatureMapRidgeCV)
 ESTIMATORS = TRANSFORMERS + LEARNERS
 
 

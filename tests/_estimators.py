@@ -10,7 +10,7 @@ scikit-learn's own estimator checks. ``test_every_registered_estimator_is_config
 
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 
-from dkapprox import _registry
+from dkapprox import RBFSampler, _registry
 
 #: class name -> parameters of each configuration the contract tests run
 CONTRACT = {
@@ -73,6 +73,8 @@ CHECKS = {
     "KernelRidgeClassifier": [dict(kernel="rbf", tol=1e-10, max_iter=500, random_state=0)],
     "KernelRidgeCV": [dict(alphas=(0.1, 1.0), gammas=(0.1, 1.0), cv=3, random_state=0)],
     "KernelRidgeClassifierCV": [dict(alphas=(0.1, 1.0), gammas=(0.1, 1.0), cv=3, random_state=0)],
+    "FeatureMapRidgeCV": [dict(transformer=RBFSampler(n_components=100, random_state=0),
+                               param_grid={"gamma": [0.01, 0.1]}, n_folds=3, random_state=0)],
     # NumPy input is one block, so an epoch is one partial_fit: enough epochs to learn
     "Incremental": [dict(estimator=SGDClassifier(random_state=0), n_epochs=20, random_state=0),
                     dict(estimator=SGDRegressor(random_state=0), n_epochs=20, random_state=0)],

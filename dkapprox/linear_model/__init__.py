@@ -10,6 +10,9 @@
   rows per iteration; the ``n x m`` kernel matrix is never stored.
 * :class:`KernelRidgeCV`, :class:`KernelRidgeClassifierCV`: gamma and alpha chosen by K-fold
   cross-validation over a grid, every candidate from one pass of per-fold statistics.
+* :class:`FeatureMapRidgeCV`: a feature map's parameters (RBFSampler's gamma, RandomFourierFeatures'
+  kernel and length scale, ...) and ridge's alpha chosen by K-fold cross-validation, every candidate
+  map applied to each block in the same single pass.
 * :class:`Incremental`: any scikit-learn estimator with ``partial_fit``, fed
   the row blocks in a seeded order (the maintained replacement for dask-ml's
   ``Incremental`` for this use).
@@ -22,8 +25,9 @@ the pass and never stored.
 from ._incremental import Incremental
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier
 from ._kernel_ridge_cv import KernelRidgeClassifierCV, KernelRidgeCV
+from ._map_search import FeatureMapRidgeCV
 from ._ridge import Ridge, RidgeClassifier
 from ._ridge_cv import HashedKFold, RidgeCV
 
-__all__ = ["HashedKFold", "Incremental", "KernelRidge", "KernelRidgeCV", "KernelRidgeClassifier",
+__all__ = ["FeatureMapRidgeCV", "HashedKFold", "Incremental", "KernelRidge", "KernelRidgeCV", "KernelRidgeClassifier",
            "KernelRidgeClassifierCV", "Ridge", "RidgeCV", "RidgeClassifier"]

@@ -19,6 +19,7 @@ from dkapprox import io
 from dkapprox.errors import InputMissingError, ModelFileError, OutputExistsError
 from dkapprox.kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from dkapprox.linear_model import (
+    FeatureMapRidgeCV,
     Incremental,
     KernelRidge,
     KernelRidgeClassifier,
@@ -71,6 +72,11 @@ MODELS = [
     (KernelRidgeClassifier(kernel="rbf", n_centers=20, random_state=0), X32),
     (KernelRidgeCV(alphas=(0.1, 1.0), gammas=(0.1, 1.0), n_centers=20, cv=3, random_state=0), X64),
     (KernelRidgeClassifierCV(alphas=(0.1, 1.0), gammas=(0.1, 1.0), n_centers=20, cv=3, random_state=0), X32),
+    # a scikit-learn Pipeline (best_estimator_: the fitted map, then Ridge) and a nested unfitted map
+    (FeatureMapRidgeCV(RBFSampler(n_components=10, random_state=0), {"gamma": [0.1, 1.0]}, alphas=(0.1, 1.0),
+                       n_folds=3, random_state=0), X64),
+    (FeatureMapRidgeCV(RandomFourierFeatures(n_components=8, random_state=0),
+                       {"kernel": ["rbf", "laplacian"], "length_scale": [0.5, 2.0]}, n_folds=3, random_state=0), X32),
 ]
 
 

@@ -1,0 +1,321 @@
+"""FeatureMapRidgeCV: a grid of a feature map's parameters and of ridge's alpha, every candidate in one pass.
+
+Each candidate feature map (a clone of the transformer with one point of the grid's parameters) is
+fitted as it normally fits; then one pass over the row blocks maps each block by every candidate's
+block function and gathers each candidate's per-fold statistics (:mod:`._moments`, the folds of
+:class:`RidgeCV`). Every (map, alpha, fold) is scored on the driver from those statistics, exactly as
+:class:`RidgeCV` scores its alphas, and the best map's ridge is refitted from the same statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
+from sklearn.model_selection import ParameterGrid
+from sklearn.pipeline import make_pipeline
+from sklearn.utils import get_tags
+from sklearn.utils.validation import check_is_fitted
+
+from .._sklearn_compat import HasMethods, Interval, StrOptions
+from ._moments import pool_folds
+from ._ridge import Ridge
+from ._ridge_cv import SCORINGS, check_folds, cv_scores, fold_key
+from ._streaming import check_Xy, gather_moments
+from ._targets import NumericTargets
+
+
+class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
+    """Grid search over a feature map's parameters and ridge's alpha: every candidate in one pass.
+
+    What ``GridSearchCV(make_pipeline(transformer, Ridge()), {<map parameters>, 'ridge__alpha':
+    alphas}, cv=HashedKFold(n_folds, random_state=...))`` computes with a fit per candidate and fold,
+    from one pass over the data: each candidate map is fitted as it fits alone (a data-independent
+    map such as :class:`~dkapprox.RBFSampler` reads nothing; :class:`~dkapprox.Nystroem` reads its
+    landmarks), then every row block is read once and mapped by every candidate, and each candidate's
+    per-fold statistics of its features are gathered, as :class:`RidgeCV` gathers those of its input.
+    Every alpha and fold of every candidate is then scored on the driver, and the best candidate's
+    ridge is refitted from the same statistics.
+
+    One difference from that ``GridSearchCV``: each candidate's map is fitted once on all rows, not
+    once per training fold (``GridSearchCV`` refits the pipeline's transformer on each fold's
+    training rows). For maps whose fit reads no data (random Fourier features with a numeric gamma,
+    random projections) the two are the same; for data-dependent ones (Nystroem's landmarks, gamma
+    ``'scale'``) the held-out rows may have been seen by the map's fit, not by the ridge.
+
+    Parameters
+    ----------
+    transformer : dkapprox feature map
+        An unfitted dkapprox transformer (:class:`~dkapprox.RBFSampler`, :class:`~dkapprox.Nystroem`,
+        :class:`~dkapprox.RandomFourierFeatures`, ...), cloned for each candidate.
+    param_grid : dict of str to list
+        The transformer's parameters to search (its ``get_params`` names), each with a non-empty list
+        of values, e.g. ``{'gamma': [0.01, 0.1, 1]}``, or for RandomFourierFeatures
+        ``{'kernel': ['rbf', 'laplacian'], 'length_scale': [0.5, 2]}``. Candidates follow
+        scikit-learn's :class:`~sklearn.model_selection.ParameterGrid` order.
+    alphas : array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+        Ridge strengths to try (positive).
+    fit_intercept : bool, default=True
+        Fit the ridge's intercept.
+    scoring : {'r2', 'neg_mean_squared_error', 'neg_root_mean_squared_error'} or None, default=None
+        Score of a fold, averaged over targets; None is R^2. Scores that need individual
+        predictions cannot come from statistics and are not offered.
+    n_folds : int, default=5
+        Number of folds, at least 2: a seeded hash of the global row index (chunk-invariant), the
+        folds of :class:`RidgeCV` and :class:`HashedKFold`.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the fold hash (the transformer keeps its own ``random_state``).
+
+    Attributes
+    ----------
+    cv_results_ : dict of ndarrays
+        scikit-learn's ``GridSearchCV.cv_results_`` keys: ``params`` (dicts of the transformer's
+        parameter names and ``'alpha'``), ``param_<name>``, ``split{k}_test_score``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``. One candidate per
+        (map parameters, alpha), alpha fastest.
+    best_params_ : dict
+    best_score_ : float
+    best_index_ : int
+    best_estimator_ : sklearn.pipeline.Pipeline
+        The fitted map with the best parameters, then a fitted :class:`Ridge` with the best alpha,
+        refitted on every row from the search's statistics (no further pass).
+    passes_ : int
+        Passes over the data: the candidate maps' own fits' (Nystroem's ``landmark_passes_``; one
+        for ``gamma='scale'`` on dask input), plus one for the statistics of every candidate.
+    n_splits_ : int
+    fold_sizes_ : ndarray of shape (n_folds,)
+    fit_seconds_ : dict
+        Seconds spent fitting the maps, in the statistics pass, and scoring and refitting.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Only for input with string feature names.
+
+    Notes
+    -----
+    A block task holds the block and one candidate's features at a time; the statistics are
+    ``n_candidates x n_folds x d^2`` float64 for maps of ``d`` features (a 10-candidate, 5-fold
+    search at ``d = 1,024`` is 400 MiB a partial: fewer components, candidates or folds where the
+    workers are short of memory). The maps' work is the sum of the candidates' (each candidate's
+    features are computed once a block), the data is read once.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkapprox import RBFSampler
+    >>> from dkapprox.linear_model import FeatureMapRidgeCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20_000, 4))
+    >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=20_000)
+    >>> X, y = da.from_array(X, chunks=5_000), da.from_array(y, chunks=5_000)
+    >>> search = FeatureMapRidgeCV(RBFSampler(n_components=200, random_state=0), {"gamma": [0.01, 0.3, 10]},
+    ...                            alphas=[1e-3, 1.0], random_state=0).fit(X, y)
+    >>> search.best_params_
+    {'alpha': 0.001, 'gamma': 0.3}
+    >>> search.passes_, search.cv_results_["mean_test_score"].shape
+    (1, (6,))
+    >>> round(search.score(X, y), 2)
+    0.95
+    """
+
+    _parameter_constraints: dict = {
+        "transformer": [HasMethods(["fit", "transform"])],
+        "param_grid": [dict],
+        "alphas": ["array-like"],
+        "fit_intercept": ["boolean"],
+        "scoring": [StrOptions(set(SCORINGS)), None],
+        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, transformer, param_grid, *, alphas=(0.1, 1.0, 10.0), fit_intercept=True, scoring=None,
+                 n_folds=5, random_state=None):
+        self.transformer = transformer
+        self.param_grid = param_grid
+        self.alphas = alphas
+        self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.n_folds = n_folds
+        self.random_state = random_state
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit every candidate map, gather every candidate's statistics in one pass, refit the best.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, dask or zarr array of shape (n_samples, n_features)
+            Each candidate map is fitted on X as given; a dask array's row block sizes must be known,
+            since the folds follow global row indices.
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : float, array-like or dask array of shape (n_samples,), default=None
+            Non-negative row weights, as in :class:`RidgeCV` (the maps' fits do not see them).
+
+        Returns
+        -------
+        self : FeatureMapRidgeCV
+            With ``best_estimator_`` and ``cv_results_``.
+        """
+        before = dict(vars(self))
+        try:
+            return self._fit(X, y, sample_weight)
+        except BaseException:
+            vars(self).clear()  # nothing half-fitted: a failed fit leaves the estimator as it was
+            vars(self).update(before)
+            raise
+
+    def _fit(self, X, y, sample_weight):
+        self._validate_params()
+        alphas = np.atleast_1d(np.asarray(self.alphas, dtype=np.float64)).ravel()
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+            raise ValueError(f"alphas must be a non-empty list of positive numbers; got {self.alphas!r}.")
+        candidates = self._candidates()
+        scoring = self.scoring or "r2"
+        started = time.perf_counter()
+        seconds = {}
+        X_given = X
+        X, y, lazy = check_Xy(self, X, y, y_numeric=True, on_host=True)
+        rows = X.shape[0]
+        if lazy and rows != rows:
+            raise ValueError("Cross-validation folds need the global row index of every block, but the row "
+                             "block sizes of X are unknown. Call X.compute_chunk_sizes() first.")
+        if self.n_folds > rows:
+            raise ValueError(f"Cannot have number of folds n_folds={self.n_folds} greater than the number of "
+                             f"samples: n_samples={rows}.")
+        maps = [clone(self.transformer).set_params(**params).fit(X_given) for params in candidates]
+        passes = sum(_fit_passes(m, lazy) for m in maps)
+        dtypes = [np.dtype(m._out_dtype(X.dtype)) for m in maps]
+        widths = [len(m.get_feature_names_out()) for m in maps]
+        checks = []
+        for m in maps:
+            check = m._block_check()
+            if check not in checks:
+                checks.append(check)
+        pairs = [(type(m)._block_fn, m._state(X.dtype)) for m in maps]
+        seconds["maps"] = time.perf_counter() - started
+        t0 = time.perf_counter()
+        n_targets = 1 if y.ndim == 1 else y.shape[1]
+        moments = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
+                                 fold_key=fold_key(self.random_state), sample_weight=sample_weight,
+                                 maps=(pairs, checks, max(widths)))
+        passes += 1
+        seconds["statistics"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        check_folds(moments[0])  # the same rows in the same folds for every candidate
+        totals = [pool_folds(m) for m in moments]
+        # (n_candidates, n_alphas, n_folds), each fold's score averaged over targets
+        scores = np.stack([cv_scores(m, total, alphas, scoring, self.fit_intercept).mean(axis=2).T
+                           for m, total in zip(moments, totals)])
+        results = search_results(candidates, alphas, scores)
+        best = int(np.argmax(results["mean_test_score"]))
+        c, a = divmod(best, alphas.size)
+        ridge = Ridge(alpha=float(alphas[a]), fit_intercept=self.fit_intercept)
+        ridge._solve(totals[c], dtypes[c], alpha=alphas[a], ravel=y.ndim == 1)
+        ridge.n_features_in_ = widths[c]
+        seconds["scores"] = time.perf_counter() - t0
+        self.cv_results_ = results
+        self.best_index_ = best
+        self.best_params_ = results["params"][best]
+        self.best_score_ = float(results["mean_test_score"][best])
+        self.best_estimator_ = make_pipeline(maps[c], ridge)
+        self.passes_ = passes
+        self.n_splits_ = int(self.n_folds)
+        self.fold_sizes_ = moments[0].count.copy()
+        seconds["total"] = time.perf_counter() - started
+        self.fit_seconds_ = seconds
+        return self
+
+    def _candidates(self):
+        """The grid's points as dicts of the transformer's parameters (ValueError naming what is wrong)."""
+        grid = self.param_grid
+        for name in ("_block_fn", "_state", "_block_check", "_out_dtype"):
+            if not hasattr(self.transformer, name):
+                raise ValueError(f"transformer must be a dkapprox feature map (RBFSampler, Nystroem, ...); got "
+                                 f"{type(self.transformer).__name__}, which has no block function.")
+        if not grid:
+            raise ValueError("param_grid must name at least one parameter of the transformer, with a list of "
+                             f"values; got {grid!r}.")
+        known = self.transformer.get_params()
+        for name, values in grid.items():
+            if name not in known:
+                raise ValueError(f"param_grid names {name!r}, which {type(self.transformer).__name__} does not "
+                                 f"have; its parameters are {', '.join(sorted(known))}.")
+            if name == "alpha":
+                raise ValueError("param_grid may not name 'alpha': the ridge's alphas are the alphas parameter.")
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) == 0:
+                raise ValueError(f"param_grid[{name!r}] must be a non-empty list of values; got {values!r}.")
+        return list(ParameterGrid(grid))
+
+    def predict(self, X):
+        """The predictions of ``best_estimator_``: the best map's features, then its ridge.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, dask or zarr array of shape (n_samples, n_features)
+            Lazy in, lazy out: a dask array gives a dask array, one task per row block.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)
+
+    def score(self, X, y):
+        """``best_estimator_``'s R^2 on (X, y), averaged over targets: one pass over dask input.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, dask or zarr array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        r2 : float
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.score(X, y)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = get_tags(self.transformer).input_tags
+        tags.input_tags.sparse = inner.sparse
+        tags.input_tags.positive_only = inner.positive_only
+        return tags
+
+
+def _fit_passes(transformer, lazy):
+    """Passes over the data a fitted map's fit made: Nystroem's ``landmark_passes_``; ``gamma='scale'``'s
+    variance on dask input (in memory it is NumPy's, no pass); none for the maps that read no data."""
+    if hasattr(transformer, "landmark_passes_"):
+        return int(transformer.landmark_passes_)
+    return int(lazy and isinstance(getattr(transformer, "gamma", None), str) and transformer.gamma == "scale")
+
+
+def search_results(candidates, alphas, scores):
+    """``cv_results_`` in scikit-learn's ``GridSearchCV`` shape, alpha fastest.
+
+    ``candidates``: dicts of the other parameters; ``scores``: (n_candidates, n_alphas, n_folds).
+    """
+    n_c, n_a, n_f = scores.shape
+    flat = scores.reshape(n_c * n_a, n_f)
+    params = [{**point, "alpha": float(alpha)} for point in candidates for alpha in alphas]
+    params = [dict(sorted(p.items())) for p in params]
+    results = {f"param_{name}": _param_column([p[name] for p in params]) for name in params[0]}
+    results["params"] = params
+    for k in range(n_f):
+        results[f"split{k}_test_score"] = flat[:, k]
+    mean = flat.mean(axis=1)
+    results["mean_test_score"] = mean
+    results["std_test_score"] = flat.std(axis=1)
+    # equal means share the best rank, as scikit-learn's (rankdata's 'min')
+    results["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
+    return results
+
+
+def _param_column(values):
+    """A ``param_<name>`` column as scikit-learn makes it: a masked array, numeric where every value is a number."""
+    numeric = all(isinstance(v, (Integral, float, np.floating)) and not isinstance(v, bool) for v in values)
+    column = np.asarray(values) if numeric else np.array(values, dtype=object)
+    return np.ma.MaskedArray(column, mask=False)

@@ -1,0 +1,164 @@
+"""FeatureMapRidgeCV: the grid search over a map's parameters and alpha that GridSearchCV runs, in one pass."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from dask.callbacks import Callback
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import Ridge as SkRidge
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from dkapprox import Nystroem, RandomFourierFeatures, RBFSampler
+from dkapprox.linear_model import FeatureMapRidgeCV, HashedKFold, Ridge
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(240, 3))
+Y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4 + 0.1 * RNG.normal(size=240)
+ALPHAS = [1e-3, 0.1, 10.0]
+
+
+def _sklearn_means(search):
+    """{(sorted params): mean test score} of a fitted GridSearchCV over a pipeline, names stripped of their step."""
+    out = {}
+    for params, mean in zip(search.cv_results_["params"], search.cv_results_["mean_test_score"]):
+        out[tuple(sorted((k.split("__")[-1], v) for k, v in params.items()))] = mean
+    return out
+
+
+def _means(search):
+    return {tuple(sorted(p.items())): m for p, m in zip(search.cv_results_["params"],
+                                                          search.cv_results_["mean_test_score"])}
+
+
+@pytest.mark.parametrize("transformer, grid", [
+    (RBFSampler(n_components=40, random_state=0), {"gamma": [0.05, 0.5, 5.0]}),
+    (RandomFourierFeatures(n_components=40, random_state=0),
+     {"kernel": ["rbf", "laplacian"], "length_scale": [0.5, 2.0]}),
+], ids=["rbf-gamma", "fourier-kernel-length_scale"])
+def test_scores_and_choice_are_gridsearchcvs(transformer, grid):
+    search = FeatureMapRidgeCV(transformer, grid, alphas=ALPHAS, n_folds=4, random_state=0).fit(X, Y)
+    step = type(transformer).__name__.lower()
+    sk = GridSearchCV(make_pipeline(transformer, SkRidge()),
+                      {**{f"{step}__{k}": v for k, v in grid.items()}, "ridge__alpha": ALPHAS},
+                      cv=HashedKFold(4, random_state=0)).fit(X, Y)
+    ours, theirs = _means(search), _sklearn_means(sk)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-9, atol=1e-12, err_msg=str(key))
+    assert search.best_params_ == {k.split("__")[-1]: v for k, v in sk.best_params_.items()}
+    np.testing.assert_allclose(search.best_score_, sk.best_score_, rtol=1e-9)
+    np.testing.assert_allclose(search.predict(X), sk.predict(X), rtol=1e-8, atol=1e-10)
+    results = search.cv_results_
+    n = len(results["params"])
+    assert n == np.prod([len(v) for v in grid.values()]) * len(ALPHAS)
+    assert set(results) >= {"params", "mean_test_score", "std_test_score", "rank_test_score", "param_alpha",
+                            *(f"param_{k}" for k in grid), *(f"split{k}_test_score" for k in range(4))}
+    assert results["rank_test_score"][search.best_index_] == 1
+    assert isinstance(search.best_estimator_, Pipeline)
+    assert isinstance(search.best_estimator_[-1], Ridge) and search.best_estimator_[-1].alpha == search.best_params_[
+        "alpha"]
+    assert search.passes_ == 1
+
+
+def test_nystroem_scores_equal_gridsearchcv_over_the_same_fitted_map():
+    """A data-dependent map: each candidate fitted once on all rows, so compared with GridSearchCV over that
+    very fitted map (frozen), alpha by alpha."""
+    gammas = [0.1, 1.0]
+    search = FeatureMapRidgeCV(Nystroem(n_components=30, random_state=0), {"gamma": gammas}, alphas=ALPHAS,
+                               n_folds=3, random_state=1).fit(X, Y)
+    ours = _means(search)
+    for gamma in gammas:
+        fitted = Nystroem(gamma=gamma, n_components=30, random_state=0).fit(X)
+        sk = GridSearchCV(make_pipeline(FrozenEstimator(fitted), SkRidge()), {"ridge__alpha": ALPHAS},
+                          cv=HashedKFold(3, random_state=1)).fit(X, Y)
+        for alpha, mean in zip(ALPHAS, sk.cv_results_["mean_test_score"]):
+            np.testing.assert_allclose(ours[(("alpha", alpha), ("gamma", gamma))], mean, rtol=1e-9)
+    best = search.best_estimator_[0]
+    np.testing.assert_array_equal(best.components_,
+                                  Nystroem(gamma=search.best_params_["gamma"], n_components=30,
+                                           random_state=0).fit(X).components_)
+
+
+class _Computes(Callback):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def _start(self, dsk):
+        self.count += 1
+
+
+@pytest.mark.parametrize("transformer, grid", [
+    (RBFSampler(n_components=20, random_state=0), {"gamma": [0.1, 1.0]}),
+    (RBFSampler(gamma="scale", n_components=20, random_state=0), {"n_components": [10, 20]}),
+    (Nystroem(n_components=15, random_state=0), {"gamma": [0.1, 1.0]}),
+], ids=["rbf", "rbf-scale", "nystroem"])
+def test_dask_input_equals_numpy_and_passes_are_counted(transformer, grid):
+    params = dict(alphas=ALPHAS, n_folds=3, random_state=0)
+    eager = FeatureMapRidgeCV(transformer, grid, **params).fit(X, Y)
+    Xd, Yd = da.from_array(X, chunks=70), da.from_array(Y, chunks=70)
+    with _Computes() as computes:
+        lazy = FeatureMapRidgeCV(transformer, grid, **params).fit(Xd, Yd)
+    assert lazy.passes_ == computes.count  # each compute of the fit is one read of the data
+    map_passes = sum(getattr(clone_fit, "landmark_passes_", 0) for clone_fit in
+                     [type(transformer)(**{**transformer.get_params(), **p}).fit(Xd) for p in _points(grid)])
+    scale = len(_points(grid)) if transformer.get_params().get("gamma") == "scale" else 0
+    assert lazy.passes_ == 1 + map_passes + scale
+    np.testing.assert_allclose(lazy.cv_results_["mean_test_score"], eager.cv_results_["mean_test_score"],
+                               rtol=1e-10, atol=1e-12)
+    assert lazy.best_params_ == eager.best_params_
+    np.testing.assert_allclose(lazy.predict(Xd).compute(), eager.predict(X), rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(lazy.fold_sizes_, eager.fold_sizes_)
+
+
+def _points(grid):
+    from sklearn.model_selection import ParameterGrid
+
+    return list(ParameterGrid(grid))
+
+
+def test_chunking_and_weights():
+    """Folds follow the global row index, not the chunks; weights reach every candidate's statistics."""
+    w = RNG.uniform(0.5, 2.0, size=X.shape[0])
+    params = dict(transformer=RBFSampler(n_components=20, random_state=0), param_grid={"gamma": [0.2, 2.0]},
+                  alphas=ALPHAS, n_folds=3, random_state=0)
+    a = FeatureMapRidgeCV(**params).fit(da.from_array(X, chunks=50), Y, sample_weight=w)
+    b = FeatureMapRidgeCV(**params).fit(da.from_array(X, chunks=(100, 140)), Y, sample_weight=da.from_array(w))
+    np.testing.assert_allclose(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"], rtol=1e-10)
+    unweighted = FeatureMapRidgeCV(**params).fit(X, Y)
+    assert not np.allclose(a.cv_results_["mean_test_score"], unweighted.cv_results_["mean_test_score"])
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(alphas=[]), "alphas must be a non-empty list of positive numbers"),
+    (dict(alphas=[0.0, 1.0]), "alphas must be a non-empty list of positive numbers"),
+    (dict(alphas=[-1.0]), "alphas must be a non-empty list of positive numbers"),
+    (dict(param_grid={}), "param_grid must name at least one parameter"),
+    (dict(param_grid={"gama": [1.0]}), "param_grid names 'gama', which RBFSampler does not have"),
+    (dict(param_grid={"gamma": []}), r"param_grid\['gamma'\] must be a non-empty list"),
+    (dict(scoring="accuracy"), "The 'scoring' parameter of FeatureMapRidgeCV must be"),
+    (dict(n_folds=300), "Cannot have number of folds n_folds=300 greater than the number of samples: n_samples=240"),
+    (dict(transformer=StandardScaler()), "transformer must be a dkapprox feature map"),
+])
+def test_bad_input_is_refused_and_nothing_is_fitted(params, message):
+    base = dict(transformer=RBFSampler(n_components=10, random_state=0), param_grid={"gamma": [1.0]})
+    search = FeatureMapRidgeCV(**{**base, **params})
+    with pytest.raises(ValueError, match=message):
+        search.fit(X, Y)
+    assert not [k for k in vars(search) if k.endswith("_")]
+    fitted = FeatureMapRidgeCV(**base).fit(X, Y)
+    before = dict(vars(fitted))
+    with pytest.raises(ValueError, match=message):
+        fitted.set_params(**params).fit(X, Y)
+    assert vars(fitted).keys() == before.keys() and fitted.cv_results_ is before["cv_results_"]
+
+
+def test_unknown_row_sizes_are_refused_before_any_map_is_fitted():
+    Xd = da.from_array(X, chunks=60)
+    Xd = Xd[Xd[:, 0] > -100]  # unknown row sizes
+    search = FeatureMapRidgeCV(Nystroem(n_components=10, random_state=0), {"gamma": [1.0]})
+    with _Computes() as computes, pytest.raises(ValueError, match=r"Call X.compute_chunk_sizes\(\) first"):
+        search.fit(Xd, da.from_array(Y, chunks=60))
+    assert computes.count == 0 and not hasattr(search, "cv_results_")
