@@ -67,15 +67,19 @@ class GridState(SizedState):
 
 
 def kernels(state, part):
-    """``[k_gamma(part, centers) for gamma in state.gammas]``, float64, the distances computed once."""
+    """``k_gamma(part, centers)`` for each gamma in turn (a generator: one slice's kernel alive at a time),
+    float64, the distances computed once."""
     part = part.toarray() if sp.issparse(part) else np.asarray(part)
     part = part.astype(np.float64, copy=False)
     distance = SHARED_DISTANCE.get(state.metric)
     if distance is not None:
         D = distance(part, state.centers)
-        return [np.exp(-g * D) for g in state.gammas]
-    return [Kernel(state.metric, tuple(sorted({**dict(state.params), "gamma": float(g)}.items())))
-            .between(part, state.centers) for g in state.gammas]
+        for g in state.gammas:
+            yield np.exp(-g * D)
+        return
+    for g in state.gammas:
+        yield Kernel(state.metric, tuple(sorted({**dict(state.params), "gamma": float(g)}.items()))).between(
+            part, state.centers)
 
 
 def block_folds(row_start, state, rows, label_block):

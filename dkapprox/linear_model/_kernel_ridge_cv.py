@@ -21,6 +21,7 @@ from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from . import _cv_stats as cv
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
+from ._map_search import search_results
 from ._ridge_cv import fold_key
 from ._streaming import StreamedScore, check_sample_weight, check_Xy, classifier_targets, target_input
 from ._targets import NumericTargets
@@ -266,25 +267,12 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                                  "that keep every class in each training set.")
 
     def _results(self, gammas, alphas, scores, fold_weights):
-        """``cv_results_`` in scikit-learn's shape: one candidate a (gamma, alpha), gamma slowest."""
-        n_g, n_a, n_f = scores.shape
-        flat = scores.reshape(n_g * n_a, n_f)
-        mean, std = flat.mean(axis=1), flat.std(axis=1)
-        order = np.argsort(-mean, kind="stable")
-        rank = np.empty(mean.size, dtype=np.int32)
-        rank[order] = np.arange(1, mean.size + 1)
-        ties = np.unique(mean, return_inverse=True)[1]  # equal means share the best rank, as scikit-learn's
-        for t in np.unique(ties):
-            rank[ties == t] = rank[ties == t].min()
-        params = [{"alpha": float(a), "gamma": float(g)} for g in gammas for a in alphas]
-        results = {"param_gamma": np.ma.MaskedArray(np.repeat(gammas, n_a), mask=False),
-                   "param_alpha": np.ma.MaskedArray(np.tile(alphas, n_g), mask=False), "params": params}
-        for f in range(n_f):
-            results[f"split{f}_test_score"] = flat[:, f]
-        results.update(mean_test_score=mean, std_test_score=std, rank_test_score=rank)
+        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): gamma slowest."""
+        results = search_results([{"gamma": float(g)} for g in gammas], alphas, scores)
+        mean = results["mean_test_score"]
         self.cv_results_ = results
         self.best_index_ = int(np.argmax(mean))
-        self.best_params_ = params[self.best_index_]
+        self.best_params_ = results["params"][self.best_index_]
         self.best_score_ = float(mean[self.best_index_])
         self.fold_weights_ = fold_weights
 
