@@ -23,7 +23,14 @@ from . import _cv_stats as cv
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
 from ._map_search import search_results
 from ._ridge_cv import fold_key
-from ._streaming import StreamedScore, check_sample_weight, check_Xy, classifier_targets, target_input
+from ._streaming import (
+    StreamedScore,
+    check_sample_weight,
+    check_Xy,
+    classifier_targets,
+    distinct_labels,
+    target_input,
+)
 from ._targets import NumericTargets
 
 log = logging.getLogger("dkapprox.linear_model")
@@ -105,9 +112,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             raise ValueError(f"cv as fold labels must be one label per row of X: got shape {tuple(labels.shape)} "
                              f"for {n_samples} rows.")
         if given.lazy:
-            import dask.array as da
-
-            distinct = np.asarray(_lazy.compute(da.unique(labels))[0])
+            distinct = np.asarray(distinct_labels(labels))  # one pass over the labels (dask's unique: legacy only)
             if not lazy:
                 labels = np.asarray(_lazy.compute(labels)[0])
         else:
