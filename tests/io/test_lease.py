@@ -308,8 +308,10 @@ def _slow(block, seconds=0.05):
 
 def test_the_heartbeat_renews_the_lease_during_a_slow_job(where):
     kind, out = where
-    Z = da.ones((300, 4), chunks=(10, 4)).map_blocks(_slow, 0.05)  # 30 blocks, about 1.5 s
-    pending = write_features(Z, out, plan={}, compute=False, lease_ttl=0.6)  # renewed every 0.15 s
+    # 30 blocks, about 3 s; renewed every 0.5 s. The TTL leaves 1.5 s for a renewal's two requests: with
+    # 0.6 s (0.45 s of slack) a loaded CI host's moto server once let the lease expire mid-job.
+    Z = da.ones((300, 4), chunks=(10, 4)).map_blocks(_slow, 0.1)
+    pending = write_features(Z, out, plan={}, compute=False, lease_ttl=2.0)
     thread = threading.Thread(target=lambda: dask.compute(pending.delayed, scheduler="synchronous"))
     thread.start()
     seen = []
