@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import _xp
 from ..nystroem._device_kernels import DEVICE_KERNELS, device_between
+from ..nystroem._rows import InMemoryRows
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block
 from ._moments import check_weights
 
@@ -334,25 +335,13 @@ class DevicePreconditioner:
         return self._columns(v, lambda A, x: A.solve(A.solve_t(x))) * self.alphas
 
 
-class DeviceRows:
-    """The rows of an in-memory device array for the center selectors: the three questions of
-    :class:`dkapprox.nystroem._rows.InMemoryRows`; the rows taken come to the host (the centers are NumPy
-    state), the selectors' passes (k-means, leverage) reduce the array where it lives."""
-
-    def __init__(self, X):
-        self.X = X
-        self.passes = 0
-
-    @property
-    def n_rows(self) -> int:
-        return self.X.shape[0]
+class DeviceRows(InMemoryRows):
+    """The rows of an in-memory device array for the center selectors:
+    :class:`~dkapprox.nystroem._rows.InMemoryRows`, but the rows taken come to the host (the centers are
+    NumPy state); the selectors' passes (k-means, leverage) reduce the array where it lives."""
 
     def take(self, indices):
         self.passes += 1
         xp = _xp.namespace(self.X)
         index = xp.asarray(np.asarray(indices, dtype=np.int64), device=_xp.device_of(self.X))
         return _xp.to_numpy(xp.take(self.X, index, axis=0))
-
-    def reduce(self, chunk_fn, combine_fn, state, *, running=False):
-        self.passes += 1
-        return combine_fn([chunk_fn(0, state, self.X)])

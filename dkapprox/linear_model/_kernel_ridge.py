@@ -21,6 +21,7 @@ from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from ..nystroem.landmarks import SELECTORS, Given, make_selector
+from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
 from ._falkon import (
     Centers,
     LabelState,
@@ -32,8 +33,9 @@ from ._falkon import (
     predict_block,
 )
 from ._falkon_device import DevicePreconditioner, DeviceRows, block_partial, block_predict, check_device_kernel
-from ._streaming import StreamedScore, check_sample_weight, check_Xy, classifier_targets, in_memory, lazy_predict
-from ._targets import NumericTargets, labels_of
+from ._solve import penalties
+from ._streaming import StreamedScore, apply_rows, check_sample_weight, check_Xy, classifier_targets, in_memory
+from ._targets import NumericTargets, label_output, labels_of
 
 log = logging.getLogger("dkapprox.linear_model")
 
@@ -130,10 +132,7 @@ class _FalkonKernelRidge(BaseEstimator):
         kernel = self._kernel()
         selector = self._selector(X)
         weights, constant = check_sample_weight(sample_weight, X, lazy)
-        alphas = np.asarray(self.alpha, dtype=np.float64).ravel()
-        if alphas.size not in (1, targets.n_targets):
-            raise ValueError("Number of targets and number of penalties do not correspond: "
-                             f"{alphas.size} != {targets.n_targets}")
+        alphas = penalties(self.alpha, targets.n_targets)
         if alphas.size == 1:
             alphas = np.full(targets.n_targets, alphas[0])
         check = BlockCheck(type(self).__name__)
@@ -210,11 +209,8 @@ class _FalkonKernelRidge(BaseEstimator):
         given = _lazy.as_input(X)
         X = check_input(self, given, reset=False)
         coef = self.dual_coef_
-        state = self._predict_state(coef)
-        if not given.lazy:
-            return block_predict(X, state)
-        tail = coef.shape[1:]
-        return lazy_predict(self, X, block_predict, state, tail=tail, dtype=X.dtype, method=method)
+        return apply_rows(self, X, given.lazy, block_predict, self._predict_state(coef), tail=coef.shape[1:],
+                          dtype=X.dtype, method=method)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -281,7 +277,8 @@ _ATTRIBUTES = """
         Only for input with string feature names.
 """
 
-_NOTES = """
+_NOTES = """Notes
+    -----
     The solver is Falkon's (Rudi, Carratino, Rosasco 2017): the Nystroem kernel ridge normal equations
     ``(K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y``, preconditioned with Cholesky factors of the
     ``m x m`` center kernel on the driver and solved by conjugate gradient
@@ -315,8 +312,6 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_targets)
         ``predict(X) = k(X, centers_) @ dual_coef_``; in X's dtype.
     {_ATTRIBUTES}
-    Notes
-    -----
     {_NOTES}
     Examples
     --------
@@ -335,40 +330,19 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
     0.98
     """
 
+    @documented("Fit the model: the centers' passes, then one pass for the right-hand side and one per CG "
+                "iteration.", X_ROWS, Y_TARGETS, SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
-        """Fit the model: the centers' passes, then one pass for the right-hand side and one per CG iteration.
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-        y : {{ndarray, dask array}} of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : float or {{ndarray, dask array}} of shape (n_samples,), default=None
-            Non-negative weight of each row, as in scikit-learn.
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)  # NumPy, sparse or device blocks
-        n_targets = 1 if y.ndim == 1 else y.shape[1]
-        self._fit_targets(X, y, NumericTargets(n_targets), lazy, sample_weight)
+        self._fit_targets(X, y, NumericTargets.of(y), lazy, sample_weight)
         if y.ndim == 1:
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
+    @documented("Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.", X_ROWS,
+                returns="y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)")
     def predict(self, X):
-        """Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
-        """
         return self._scores(X, "predict")
 
     def _score_in_memory(self, X, y):
@@ -396,8 +370,6 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
         One column per class; one column (raveled) for two classes.
     classes_ : ndarray of shape (n_classes,)
     {_ATTRIBUTES}
-    Notes
-    -----
     {_NOTES}
     Examples
     --------
@@ -413,21 +385,9 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
     True
     """
 
+    @documented("Fit one kernel ridge regression per class: a pass over y, then the passes of "
+                ":class:`KernelRidge`.", X_ROWS, Y_LABELS, SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
-        """Fit one kernel ridge regression per class: a pass over y, then the passes of :class:`KernelRidge`.
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-        y : {{ndarray, dask array}} of shape (n_samples,)
-            Class labels (in memory, also a multilabel indicator matrix).
-        sample_weight : float or {{ndarray, dask array}} of shape (n_samples,), default=None
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False, on_host=True)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
@@ -436,31 +396,13 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
+    @documented("One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).", X_ROWS,
+                returns=SCORES)
     def decision_function(self, X):
-        """One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-            For two classes, the score of ``classes_[1]``.
-        """
         return self._scores(X, "decision_function")
 
+    @documented("Class labels (lazy on dask input).", X_ROWS, returns=LABELS)
     def predict(self, X):
-        """Class labels (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-        """
         check_is_fitted(self)
         given = _lazy.as_input(X)
         if given.namespace is not None:
@@ -468,16 +410,8 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
                              "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
         X = check_input(self, given, reset=False)
         state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
-        if not given.lazy:
-            return label_block(X, state)
-        if self._binarizer is not None:
-            tail, dtype = (len(self.classes_),), np.dtype(int)
-        else:
-            tail, dtype = (), self.classes_.dtype
-        return lazy_predict(self, X, label_block, state, tail=tail, dtype=dtype, method="predict")
-
-    def _score_in_memory(self, X, y):
-        return ClassifierMixin.score(self, X, in_memory(y))
+        tail, dtype = label_output(self.classes_, self._binarizer)
+        return apply_rows(self, X, given.lazy, label_block, state, tail=tail, dtype=dtype, method="predict")
 
     def _score_plan(self, X):
         check_is_fitted(self)

@@ -12,14 +12,16 @@ from threadpoolctl import threadpool_limits
 from .. import _lazy
 from .._sklearn_compat import Interval
 from .._validation import check_input
-from ._solve import intercept_of, normal_equations, solve_ridge
-from ._streaming import StreamedScore, check_Xy, classifier_targets, gather_moments, in_memory, lazy_predict
+from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
+from ._solve import intercept_of, normal_equations, penalties, solve_ridge
+from ._streaming import StreamedScore, apply_rows, check_Xy, classifier_targets, gather_moments
 from ._targets import (
     ClassifierState,
     LinearState,
     NumericTargets,
     decision_block,
     label_block,
+    label_output,
     linear_predict,
 )
 
@@ -32,18 +34,17 @@ class _StreamingRidge(BaseEstimator):
         "fit_intercept": ["boolean"],
     }
 
+    def __init__(self, alpha=1.0, *, fit_intercept=True):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+
     def _solve(self, pooled, dtype, *, alpha, ravel):
         """Set coef_, intercept_ and solver_ from one-fold Moments ``pooled``.
 
         ``ravel``: y was 1-D, so the intercept is a scalar (as in scikit-learn).
         """
         A, B, center_z, center_y = normal_equations(pooled, self.fit_intercept)
-        alpha = np.asarray(alpha, dtype=np.float64).ravel()
-        if alpha.size not in (1, B.shape[1]):
-            raise ValueError(
-                "Number of targets and number of penalties do not correspond: "
-                f"{alpha.size} != {B.shape[1]}"
-            )
+        alpha = penalties(alpha, B.shape[1])
         # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS pool fights it for the
         # cores and a millisecond's Cholesky takes hundreds (benchmarks/bench_blas_threads.py)
         with threadpool_limits(1):
@@ -67,6 +68,10 @@ class _StreamingRidge(BaseEstimator):
     def _out_dtype(self, X):
         return np.result_type(X.dtype, self.coef_.dtype)
 
+    def _tail(self):
+        """Trailing shape of a row's scores: one column per target (or class) but for a raveled ``coef_``."""
+        return () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -76,27 +81,12 @@ class _StreamingRidge(BaseEstimator):
 class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _StreamingRidge):
     """Prediction and scoring of the ridge regressors (Ridge, RidgeCV)."""
 
+    @documented("Predict with the linear model; lazy (one task per row block) on dask input.", X_ROWS,
+                returns="y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)")
     def predict(self, X):
-        """Predict with the linear model; lazy (one task per row block) on dask input.
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
-        """
         X, lazy = self._check_predict_input(X)
-        state = LinearState(self.coef_, self.intercept_)
-        if not lazy:
-            return linear_predict(X, state)
-        tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
-        return lazy_predict(self, X, linear_predict, state, tail=tail, dtype=self._out_dtype(X),
-                            method="predict")
-
-    def _score_in_memory(self, X, y):
-        return RegressorMixin.score(self, X, in_memory(y))
+        return apply_rows(self, X, lazy, linear_predict, LinearState(self.coef_, self.intercept_),
+                          tail=self._tail(), dtype=self._out_dtype(X), method="predict")
 
     def _score_plan(self, X):
         return self._check_predict_input(X)[0], linear_predict, LinearState(self.coef_, self.intercept_), "r2"
@@ -165,10 +155,6 @@ class Ridge(_StreamingRegressor):
     0.98
     """
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True):
-        self.alpha = alpha
-        self.fit_intercept = fit_intercept
-
     def fit(self, X, y, sample_weight=None):
         """Fit the model: one pass over X and y.
 
@@ -190,8 +176,7 @@ class Ridge(_StreamingRegressor):
         """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)
-        n_targets = 1 if y.ndim == 1 else y.shape[1]
-        pooled = gather_moments(self, X, y, lazy, NumericTargets(n_targets), sample_weight=sample_weight)
+        pooled = gather_moments(self, X, y, lazy, NumericTargets.of(y), sample_weight=sample_weight)
         self._solve(pooled, X.dtype, alpha=self.alpha, ravel=y.ndim == 1)
         return self
 
@@ -244,26 +229,9 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     True
     """
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True):
-        self.alpha = alpha
-        self.fit_intercept = fit_intercept
-
+    @documented("Fit one ridge regression per class: a pass over y, then one over X.", X_ROWS, Y_LABELS,
+                SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
-        """Fit one ridge regression per class: a pass over y, then one over X.
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-        y : {ndarray, dask array} of shape (n_samples,)
-            Class labels (in memory, also a multilabel indicator matrix).
-        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
-            Non-negative weight of each row, as in scikit-learn.
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
@@ -275,48 +243,18 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         intercept = np.asarray(self.intercept_, dtype=self.coef_.dtype)
         return ClassifierState(self.coef_, intercept, self.classes_, self._binarizer)
 
+    @documented("Signed distance to each class's hyperplane (lazy on dask input).", X_ROWS,
+                returns=SCORES)
     def decision_function(self, X):
-        """Signed distance to each class's hyperplane (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-            For two classes, the score of ``classes_[1]``.
-        """
         X, lazy = self._check_predict_input(X)
-        if not lazy:
-            return decision_block(X, self._state())
-        tail = () if self.coef_.ndim == 1 else (self.coef_.shape[0],)
-        return lazy_predict(self, X, decision_block, self._state(), tail=tail,
-                            dtype=self._out_dtype(X), method="decision_function")
+        return apply_rows(self, X, lazy, decision_block, self._state(), tail=self._tail(),
+                          dtype=self._out_dtype(X), method="decision_function")
 
+    @documented("Class labels (lazy on dask input).", X_ROWS, returns=LABELS)
     def predict(self, X):
-        """Class labels (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-            A label per row; an indicator matrix for multilabel targets.
-        """
         X, lazy = self._check_predict_input(X)
-        if not lazy:
-            return label_block(X, self._state())
-        if self._binarizer is not None:
-            tail, dtype = (len(self.classes_),), np.dtype(int)
-        else:
-            tail, dtype = (), self.classes_.dtype
-        return lazy_predict(self, X, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
-
-    def _score_in_memory(self, X, y):
-        return ClassifierMixin.score(self, X, in_memory(y))
+        tail, dtype = label_output(self.classes_, self._binarizer)
+        return apply_rows(self, X, lazy, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
 
     def _score_plan(self, X):
         return self._check_predict_input(X)[0], label_block, self._state(), "accuracy"

@@ -176,18 +176,18 @@ class RidgeCV(_StreamingRegressor):
             raise ValueError(f"alphas must be a non-empty list of non-negative numbers; got {self.alphas!r}.")
         scoring = self.scoring or "r2"
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)
-        n_targets = 1 if y.ndim == 1 else y.shape[1]
-        folds = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
+        targets = NumericTargets.of(y)
+        folds = gather_moments(self, X, y, lazy, targets, n_folds=self.n_folds,
                                fold_key=fold_key(self.random_state), sample_weight=sample_weight)
         check_folds(folds)
         total = pool_folds(folds)
         scores = cv_scores(folds, total, alphas, scoring, self.fit_intercept)  # (n_folds, n_alphas, n_targets)
         self.fold_sizes_ = folds.count.copy()
-        if self.alpha_per_target and n_targets > 1:
+        if self.alpha_per_target and targets.n_targets > 1:
             mean = scores.mean(axis=0)
             best = mean.argmax(axis=0)
             self.alpha_ = alphas[best]
-            self.best_score_ = mean[best, np.arange(n_targets)]
+            self.best_score_ = mean[best, np.arange(targets.n_targets)]
             self.cv_scores_ = scores
         else:
             per_fold = scores.mean(axis=2)

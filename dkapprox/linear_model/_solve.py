@@ -26,6 +26,17 @@ def normal_equations(m, fit_intercept):
     return A, B, np.zeros_like(mz), np.zeros_like(my)
 
 
+def penalties(alpha, n_targets):
+    """``alpha`` as a 1-D float64 array of one penalty, or of one a target; another count is refused."""
+    alpha = np.asarray(alpha, dtype=np.float64).ravel()
+    if alpha.size not in (1, n_targets):
+        raise ValueError(
+            "Number of targets and number of penalties do not correspond: "
+            f"{alpha.size} != {n_targets}"
+        )
+    return alpha
+
+
 def solve_ridge(A, B, alpha):
     """W = (A + alpha I)^-1 B: Cholesky, or eigh when A + alpha I is singular.
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
@@ -184,6 +185,14 @@ def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
     return _graph.map_rows(X, block_fn, state, n_out=tail, dtype=dtype, name=name)
 
 
+def apply_rows(estimator, X, lazy, block_fn, state, *, tail, dtype, method):
+    """A prediction method's output: ``block_fn(X, state)`` of an in-memory ``X``, the same block function
+    lazily over the row blocks of a dask ``X`` (:func:`lazy_predict`: ``tail``, ``dtype``, ``method``)."""
+    if not lazy:
+        return block_fn(X, state)
+    return lazy_predict(estimator, X, block_fn, state, tail=tail, dtype=dtype, method=method)
+
+
 @dataclass(frozen=True)
 class ScoreSpec:
     """A block's predictions (``predict(block, state)``) scored against its targets."""
@@ -236,7 +245,8 @@ class StreamedScore:
     """``score`` for the streaming learners: scikit-learn's on in-memory ``X``, one pass over dask ``X``.
 
     A learner says how to score in memory (``_score_in_memory(X, y)``, ``y``
-    possibly a dask array: bring it to memory with :func:`in_memory`) and
+    possibly a dask array: bring it to memory with :func:`in_memory`; by default
+    scikit-learn's ``ClassifierMixin.score`` or ``RegressorMixin.score``) and
     what to map over dask blocks (``_score_plan(X)``, ``X`` through the door
     -> checked ``X``, the block predict function, its state and ``'r2'`` or
     ``'accuracy'``). ``_input_dtype`` is the ``dtype`` the learner checks its
@@ -262,3 +272,7 @@ class StreamedScore:
             return self._score_in_memory(given.data, y)
         X, predict, state, kind = self._score_plan(given)
         return lazy_score(X, y, predict, state, kind)
+
+    def _score_in_memory(self, X, y):
+        mixin = ClassifierMixin if is_classifier(self) else RegressorMixin
+        return mixin.score(self, X, in_memory(y))

@@ -23,6 +23,11 @@ class NumericTargets:
 
     n_targets: int
 
+    @classmethod
+    def of(cls, y):
+        """The targets of a checked ``y``: one for a 1-D ``y``, else one a column."""
+        return cls(1 if y.ndim == 1 else y.shape[1])
+
     def encode(self, y, dtype):
         y = np.asarray(y)
         if y.dtype.kind not in "biuf":
@@ -98,6 +103,13 @@ def decision_block(block, state):
 
 def label_block(block, state):
     return labels_of(decision_block(block, state), state.classes, state.binarizer)
+
+
+def label_output(classes, binarizer=None):
+    """``(tail, dtype)`` of :func:`labels_of`'s output: an indicator row for multilabel targets, else a label."""
+    if binarizer is not None:
+        return (len(classes),), np.dtype(int)
+    return (), classes.dtype
 
 
 def labels_of(scores, classes, binarizer=None):
