@@ -118,17 +118,11 @@ def statistics_partial(row_start, state, X, *others):
     folds = block_folds(row_start, state, rows, label_block)
     n_g, n_f, m, t = len(state.gammas), state.n_folds, state.centers.shape[0], Y.shape[1]
     G, r = np.zeros((n_g, n_f, m, m)), np.zeros((n_g, n_f, m, t))
-    sums, positives, counts = np.zeros((n_f, 3, t)), np.zeros((n_f, t)), np.zeros(n_f)
+    sums, positives, counts = fold_sums(Y, w, folds, n_f)
     for f in range(n_f):
         mine = np.flatnonzero(folds == f)
         if mine.size == 0:
             continue
-        wf, Yf = w[mine], Y[mine]
-        sums[f, 0] = wf.sum()
-        sums[f, 1] = wf @ Yf
-        sums[f, 2] = wf @ (Yf * Yf)
-        positives[f] = (Yf > 0).sum(axis=0)
-        counts[f] = mine.size
         step = max(1, SLICE_ELEMENTS // max(1, m))
         for lo in range(0, mine.size, step):
             rows_of = mine[lo: lo + step]
@@ -141,6 +135,24 @@ def statistics_partial(row_start, state, X, *others):
                 G[g, f] += scipy.linalg.blas.dsyrk(1.0, B, lower=0)  # the upper triangle: half a GEMM's work
                 r[g, f] += B @ Yw
     return G, r, sums, positives, counts
+
+
+def fold_sums(Y, w, folds, n_folds):
+    """``(sums, positives, counts)`` of a block: each fold's sum w, sum w y, sum w y^2 ``(n_folds, 3, t)``,
+    its rows whose target is positive ``(n_folds, t)`` (the classes a fold holds) and its rows ``(n_folds,)``."""
+    t = Y.shape[1]
+    sums, positives, counts = np.zeros((n_folds, 3, t)), np.zeros((n_folds, t)), np.zeros(n_folds)
+    for f in range(n_folds):
+        mine = np.flatnonzero(folds == f)
+        if mine.size == 0:
+            continue
+        wf, Yf = w[mine], Y[mine]
+        sums[f, 0] = wf.sum()
+        sums[f, 1] = wf @ Yf
+        sums[f, 2] = wf @ (Yf * Yf)
+        positives[f] = (Yf > 0).sum(axis=0)
+        counts[f] = mine.size
+    return sums, positives, counts
 
 
 def combine_statistics(parts):

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import dask
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+from scipy.stats import rankdata
 from sklearn.base import ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
 
 from .. import _graph, _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import BlockCheck
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
+from . import _cv_cg as cg
 from . import _cv_stats as cv
+from ._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
+from ._falkon import Centers
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
 from ._map_search import search_results
 from ._ridge_cv import fold_key
@@ -42,6 +50,11 @@ DEFAULT_GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
 #: the largest pass partial (n_gammas x n_folds x m x m float64) a search accepts, in bytes (dask config
 #: ``dkapprox.cv-statistics-bytes``): a task holds one and a fold of the tree two
 STATISTICS_BYTES = 2 * 2**30
+#: rows of the probe that times both routes' block functions on the driver (route='auto')
+PROBE_ROWS = 512
+#: route='auto' below this many multiply-adds of the statistics route (its ``2 n m^2`` per gamma) takes it
+#: without a probe: on any machine a few seconds at most, and a search the same route every time
+PROBE_ABOVE_FLOPS = 2e10
 
 
 class _KernelRidgeSearch(_FalkonKernelRidge):
@@ -58,12 +71,17 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         "center_params": [dict, None],
         "cv": [Interval(Integral, 2, None, closed="left"), "array-like", "cv_object"],
         "scoring": [str, None],
+        "route": [StrOptions({"auto", "statistics", "cg"})],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "halving_factor": [Interval(Real, 1, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
     _scorings: tuple = ()
 
     def __init__(self, alphas=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0), *, gammas=None, kernel="rbf", degree=3, coef0=1,
-                 n_centers=None, centers="uniform", center_params=None, cv=5, scoring=None, random_state=None):
+                 n_centers=None, centers="uniform", center_params=None, cv=5, scoring=None, route="auto", tol=1e-4,
+                 max_iter=100, halving_factor=3, random_state=None):
         self.alphas = alphas
         self.gammas = gammas
         self.kernel = kernel
@@ -74,6 +92,10 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self.center_params = center_params
         self.cv = cv
         self.scoring = scoring
+        self.route = route
+        self.tol = tol
+        self.max_iter = max_iter
+        self.halving_factor = halving_factor
         self.random_state = random_state
 
     def _kernel(self) -> Kernel:
@@ -126,20 +148,35 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             raise ValueError(f"cv as fold labels needs at least 2 distinct folds; got {distinct.size}.")
         return int(distinct.size), distinct, labels
 
-    def _check_size(self, n_gammas, n_folds, m):
+    def _check_size(self, n_gammas, n_folds, m, n_alphas, n_targets):
+        """The route's partial must fit ``dkapprox.cv-statistics-bytes``: the statistics route's ``m x m`` per
+        gamma and fold; the CG route's columns. Returns whether the statistics fit (route='auto' then
+        takes CG); raises if the route the user named does not fit."""
         limit = int(dask.config.get("dkapprox.cv-statistics-bytes", STATISTICS_BYTES))
+        columns = n_gammas * n_alphas * (n_folds + 1) * n_targets
+        cg_size = 3 * columns * m * 8  # directions, iterates to score, products
+        if self.route != "statistics" and cg_size > limit:
+            most = max(0, int(limit / (3 * 8 * columns)))
+            raise ValueError(
+                f"The search's CG columns would take {_size(cg_size)} a task ({columns} columns = n_gammas x "
+                f"n_alphas x (n_folds + 1) x n_targets, of n_centers={m} float64, three times), more than "
+                f"dkapprox.cv-statistics-bytes={_size(limit)}: use at most {most} centers with this grid, or "
+                "fewer gammas, alphas or folds (or raise the limit where the workers have the memory).")
         size = n_gammas * n_folds * m * m * 8
+        if size > limit and self.route == "auto":
+            return False
         if size > limit:
             most = max(0, int((limit / (8 * n_gammas * n_folds)) ** 0.5))
             raise ValueError(
                 f"The search's statistics would take {_size(size)} a task (n_gammas={n_gammas} x "
                 f"n_folds={n_folds} x n_centers^2={m}^2 float64), more than dkapprox.cv-statistics-bytes="
                 f"{_size(limit)}: use at most {most} centers with this grid, or fewer gammas or folds "
-                "(or raise the limit where the workers have the memory).")
+                "(or raise the limit where the workers have the memory), or route='cg'.")
+        return True
 
     # -- the fit ----------------------------------------------------------------------------------
     def _search(self, X, y, targets, lazy, sample_weight, classes=None):
-        """Centers, one statistics pass, the driver's solves and scores; the chosen model's dual_coef_."""
+        """Centers, then the statistics route or the CG route (chosen by measured cost); the chosen model."""
         started = time.perf_counter()
         seconds = {}
         alphas = self._grid("alphas", self.alphas)
@@ -162,7 +199,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         n_folds, labels, label_array = self._folds(X, lazy, n_samples)
         selector = self._selector(X)
         m = self._n_centers(n_samples, selector)
-        self._check_size(gammas.size, n_folds, m)
+        statistics_fit = self._check_size(gammas.size, n_folds, m, alphas.size, targets.n_targets)
         params = (("coef0", self.coef0), ("degree", self.degree))
         middle = float(np.sort(gammas)[gammas.size // 2])
         kernel = Kernel(self.kernel, tuple(sorted({**dict(params), "gamma": middle}.items())))
@@ -182,21 +219,75 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         t0 = time.perf_counter()
         factors = np.stack([cv.center_factor(self.kernel, params, g, points64) for g in gammas])
         seconds["factors"] = time.perf_counter() - t0
-        state = cv.GridState(self.kernel, params, gammas, points64, factors, n_folds, fold_key(self.random_state),
-                             labels, targets, weights is not None, check if lazy else None)
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+        grid = _Grid(self.kernel, params, gammas, alphas, points64, factors, n_folds, fold_key(self.random_state),
+                     labels, targets, weights is not None, 1.0 if constant is None else float(constant), scoring,
+                     classes, dtype)
         t0 = time.perf_counter()
-        G, r, sums, positives, counts = self._pass(arrays, state, lazy, cv.statistics_partial, cv.combine_statistics)
+        self.route_, self.route_seconds_ = self._choose_route(grid, statistics_fit, n_samples)
+        seconds["route"] = time.perf_counter() - t0
+        route = self._statistics_route if self.route_ == "statistics" else self._cg_route
+        result = route(grid, arrays, lazy, check if lazy else None, n_samples, seconds)
+        g, a = result["best"]
+        self.gamma_, self.alpha_ = float(gammas[g]), float(alphas[a])
+        self.centers_ = points.astype(dtype) if points.dtype != dtype else points
+        self.center_indices_ = chosen.indices
+        self.center_passes_ = rows.passes
+        self.dual_coef_ = result["dual"].astype(dtype)
+        self.passes_ = passes + result["passes"]
+        self.n_iter_ = result["n_iter"]
+        self.n_splits_ = n_folds
+        seconds["total"] = time.perf_counter() - started
+        self.phase_seconds_ = seconds
+        _progress.news(log, "%s: %d gammas x %d alphas x %d folds by %s in %d passes, %.1f s: best gamma=%g "
+                       "alpha=%g (%s %.4g)", type(self).__name__, gammas.size, alphas.size, n_folds, self.route_,
+                       self.passes_, seconds["total"], self.gamma_, self.alpha_, scoring, self.best_score_)
+        return self
+
+    def _choose_route(self, grid, statistics_fit, n_samples):
+        """``(route, {route: estimated seconds})``: the user's, else the cheaper by a measured probe.
+
+        A statistics pass under :data:`PROBE_ABOVE_FLOPS` is taken at once. Otherwise both routes' block
+        functions run on the driver over the same probe rows (the first centers); the
+        statistics route costs its one pass (two for a classifier), the CG route its probe times
+        :func:`._cv_cg.expected_passes` (full-grid passes' worth: the first, the iterations with halving,
+        the last scoring pass). The estimate is for the whole data: per probe row times n_samples.
+        """
+        if self.route != "auto":
+            return self.route, {}
+        if not statistics_fit:
+            return "cg", {}
+        m = grid.points.shape[0]
+        if 2.0 * n_samples * m * m * grid.gammas.size < PROBE_ABOVE_FLOPS:
+            return "statistics", {}  # a second or so of work at most: the exact route, no probe, no chance
+        probe = grid.points[: min(PROBE_ROWS, grid.points.shape[0])].astype(grid.dtype)
+        rows = probe.shape[0]
+        zeros = np.zeros((rows, grid.targets.n_targets))
+        stats_state = grid.statistics_state(None, probe=True)
+        cost = {"statistics": _best_seconds(lambda: cv.statistics_partial(0, stats_state, probe, zeros))}
+        if grid.classes is not None:
+            coefs = np.zeros((grid.gammas.size, grid.n_folds, grid.points.shape[0],
+                              grid.alphas.size * grid.targets.n_targets))
+            pred_state = grid.statistics_state(None, coefs=coefs, probe=True)
+            cost["statistics"] += _best_seconds(lambda: cv.fold_predictions_partial(0, pred_state, probe, zeros))
+        full = grid.probe_pass()
+        expected = cg.expected_passes(grid.alphas.size * grid.gammas.size, self.max_iter, self.halving_factor)
+        cost["cg"] = _best_seconds(lambda: cg.cg_partial(0, full, probe, zeros)) * expected
+        cost = {k: v * n_samples / rows for k, v in cost.items()}
+        return min(cost, key=cost.get), cost
+
+    def _statistics_route(self, grid, arrays, lazy, check, n_samples, seconds):
+        """One pass of every fold's statistics, every candidate solved on the driver (:mod:`._cv_stats`)."""
+        gammas, alphas, n_folds, m = grid.gammas, grid.alphas, grid.n_folds, grid.points.shape[0]
+        t0 = time.perf_counter()
+        G, r, sums, positives, counts = self._pass(arrays, grid.statistics_state(check), lazy, cv.statistics_partial,
+                                                   cv.combine_statistics)
         G = cv.symmetric(G)
-        passes += 1
+        passes = 1
         seconds["statistics"] = time.perf_counter() - t0
-        if constant is not None:
-            G, r, sums = G * constant, r * constant, sums * np.array([constant, constant, constant])[None, :, None]
-        empty = np.flatnonzero(sums[:, 0, 0] <= 0)
-        if empty.size:
-            raise ValueError(f"Cannot cross-validate n_samples={n_samples} in {n_folds} folds: fold(s) "
-                             f"{empty.tolist()} received no rows (or no weight); use fewer folds.")
-        if classes is not None:
-            self._check_classes(positives, counts, classes)
+        c = grid.constant
+        G, r, sums = G * c, r * c, sums * c
+        self._check_folds(sums, positives, counts, n_samples, n_folds, grid.classes)
         t0 = time.perf_counter()
         G_all, r_all = G.sum(axis=1), r.sum(axis=1)
         z = np.empty((gammas.size, n_folds, alphas.size, m, r.shape[3]))  # each candidate's T a
@@ -205,50 +296,138 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                 z[g, f] = cv.ridge_path(G_all[g] - G[g, f], r_all[g] - r[g, f], alphas)
         seconds["solves"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        if classes is None:
+        if grid.classes is None:
             scores = np.empty((gammas.size, alphas.size, n_folds))
             for g in range(gammas.size):
                 for f in range(n_folds):
                     for a in range(alphas.size):
-                        c = z[g, f, a]  # (m, t)
-                        sse = sums[f, 2] - 2 * np.einsum("mt,mt->t", c, r[g, f]) + np.einsum(
-                            "mt,mn,nt->t", c, G[g, f], c)
-                        scores[g, a, f] = cv.regression_scores(np.maximum(sse, 0.0), sums[f], scoring)
+                        coef = z[g, f, a]  # (m, t)
+                        sse = sums[f, 2] - 2 * np.einsum("mt,mt->t", coef, r[g, f]) + np.einsum(
+                            "mt,mn,nt->t", coef, G[g, f], coef)
+                        scores[g, a, f] = cv.regression_scores(np.maximum(sse, 0.0), sums[f], grid.scoring)
         else:
             # each candidate's a = T^-1 z, (n_gammas, n_folds, m, n_alphas * t): column a * t + target, as
             # fold_predictions_partial reads it
             stacked = np.transpose(z, (0, 1, 3, 2, 4)).reshape(gammas.size, n_folds, m, -1)
-            stacked = np.stack([[scipy.linalg.solve_triangular(factors[g], stacked[g, f], check_finite=False)
+            stacked = np.stack([[scipy.linalg.solve_triangular(grid.factors[g], stacked[g, f], check_finite=False)
                                  for f in range(n_folds)] for g in range(gammas.size)])
-            scoring_state = cv.GridState(self.kernel, params, gammas, points64, factors, n_folds, state.fold_key,
-                                         labels, targets, weights is not None, None, stacked)
-            correct, weight = self._pass(arrays, scoring_state, lazy, cv.fold_predictions_partial,
-                                         cv.combine_predictions)
+            correct, weight = self._pass(arrays, grid.statistics_state(None, coefs=stacked), lazy,
+                                         cv.fold_predictions_partial, cv.combine_predictions)
             passes += 1
             scores = np.moveaxis(correct / weight[None, :, None], 1, 2)  # (n_gammas, n_alphas, n_folds)
         seconds["scores"] = time.perf_counter() - t0
         self._results(gammas, alphas, scores, sums[:, 0, 0])
         g, a = np.unravel_index(self.best_index_, (gammas.size, alphas.size))
         t0 = time.perf_counter()
-        dual = scipy.linalg.solve_triangular(factors[g], cv.ridge_path(G_all[g], r_all[g], [alphas[a]])[0],
+        dual = scipy.linalg.solve_triangular(grid.factors[g], cv.ridge_path(G_all[g], r_all[g], [alphas[a]])[0],
                                              check_finite=False)
         seconds["refit"] = time.perf_counter() - t0
-        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
-        self.gamma_, self.alpha_ = float(gammas[g]), float(alphas[a])
-        self.centers_ = points.astype(dtype) if points.dtype != dtype else points
-        self.center_indices_ = chosen.indices
-        self.center_passes_ = rows.passes
-        self.dual_coef_ = dual.astype(dtype)
-        self.passes_ = passes
-        self.n_iter_ = 0
-        self.n_splits_ = n_folds
-        self.route_ = "statistics"
-        seconds["total"] = time.perf_counter() - started
-        self.phase_seconds_ = seconds
-        _progress.news(log, "%s: %d gammas x %d alphas x %d folds in %d passes, %.1f s: best gamma=%g alpha=%g "
-                       "(%s %.4g)", type(self).__name__, gammas.size, alphas.size, n_folds, passes, seconds["total"],
-                       self.gamma_, self.alpha_, scoring, self.best_score_)
-        return self
+        return {"best": (g, a), "dual": dual, "passes": passes, "n_iter": 0}
+
+    def _cg_route(self, grid, arrays, lazy, check, n_samples, seconds):
+        """Every candidate's fold and all-rows columns advanced by CG in the same passes (:mod:`._cv_cg`),
+        losing candidates dropped by successive halving; the chosen one's all-rows column run on to ``tol``."""
+        gammas, alphas, F, t = grid.gammas, grid.alphas, grid.n_folds, grid.targets.n_targets
+        n_g, n_a = gammas.size, alphas.size
+        t0 = time.perf_counter()
+        width = (F + 1) * t
+        colfold, coltarget = np.repeat(np.arange(F + 1), t), np.tile(np.arange(t), F + 1)
+        products, _, sums = self._pass(arrays, grid.cg_state(range(n_g), [None] * n_g, [colfold] * n_g,
+                                                             [coltarget] * n_g, [None] * n_g, first=True,
+                                                             check=check), lazy, cg.cg_partial, cg.combine_cg)
+        passes = 1
+        sums, positives, counts = sums
+        c = grid.constant
+        sums = sums * c
+        self._check_folds(sums, positives, counts, n_samples, F, grid.classes)
+        total = float(sums[:, 0, 0].sum())
+        columns = [cg.GammaColumns(grid.factors[g], alphas, F, t, total, total * (F - 1) / F) for g in range(n_g)]
+        everything = np.arange(n_a * width)
+        for g, gc in enumerate(columns):
+            gc.start(np.tile(products[g] * c, (1, n_a)), everything)
+        seconds["first pass"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scores = np.full((n_g, n_a, F), -np.inf)
+        dropped = np.zeros((n_g, n_a), dtype=int)
+        factor = self.halving_factor
+        iteration = 0
+
+        def advance(run, score):
+            """One pass: CG steps for ``run[g]`` columns, scores of the candidates ``score`` picked. The
+            driver's m x m algebra runs on one BLAS thread: its solves are small, and threaded they waited
+            on threads (6x slower at m = 100 on this project's 2-core VM, the workers busy beside them)."""
+            live = [g for g in range(n_g) if run[g].size or score[g][0].size]
+            with threadpool_limits(1):
+                V = [columns[g].directions(run[g]) if run[g].size else None for g in live]
+            state = grid.cg_state(live, V, [columns[g].colfold[run[g]] for g in live],
+                                  [columns[g].coltarget[run[g]] for g in live], [score[g][1] for g in live])
+            data, raw, _ = self._pass(arrays, state, lazy, cg.cg_partial, cg.combine_cg)
+            residual = 0.0
+            with threadpool_limits(1):
+                for i, g in enumerate(live):
+                    if run[g].size:
+                        residual = max(residual, columns[g].step(data[i] * c, run[g], self.tol))
+                    cands = score[g][0]
+                    if cands.size:
+                        scores[g, cands] = cg.fold_scores(raw[i], cands, sums, c, grid.classes is not None,
+                                                          grid.scoring, sums[:, 0, 0], t)
+            return residual
+
+        def to_score():
+            with threadpool_limits(1):
+                return [gc.to_score() for gc in columns]
+
+        while iteration < self.max_iter and any(gc.held_out_running().size for gc in columns):
+            score = to_score()
+            for gc, (cands, _) in zip(columns, score):
+                gc.dirty[cands] = False
+            residual = advance([gc.running() for gc in columns], score)
+            iteration += 1
+            passes += 1
+            live = np.concatenate([gc.live for gc in columns])
+            _progress.news(log, "%s: CG iteration %d, %d of %d candidates running, largest residual %.3g",
+                           type(self).__name__, iteration, int(live.sum()), live.size, residual)
+            if factor is not None and iteration in cg.HALVING_PASSES and live.sum() > 1:
+                judged = np.concatenate([gc.scored_residual <= cg.JUDGED_RESIDUAL for gc in columns])
+                keep = cg.keep_best(scores.reshape(n_g * n_a, F), live, judged, factor)
+                for flat in np.setdiff1d(np.flatnonzero(live), keep):
+                    g, a = divmod(int(flat), n_a)
+                    columns[g].live[a] = False
+                    dropped[g, a] = iteration
+        nothing = np.array([], dtype=int)
+        score = to_score()
+        if any(cands.size for cands, _ in score):  # the last iterates' scores: one pass, no CG step
+            advance([nothing] * n_g, score)
+            passes += 1
+        seconds["search"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        iterations = np.stack([gc.iterations for gc in columns])
+        self._results(gammas, alphas, scores, sums[:, 0, 0], dropped=dropped, iterations=iterations)
+        g, a = np.unravel_index(self.best_index_, (n_g, n_a))
+        best = columns[g]
+        _, cols = best.dual(a)
+        refit = 0
+        while iteration + refit < self.max_iter and best.active[cols].any():
+            run = [nothing] * n_g
+            run[g] = cols[best.active[cols]]
+            advance(run, [(nothing, None)] * n_g)
+            refit += 1
+            passes += 1
+        dual, cols = best.dual(a)
+        if best.active[cols].any():
+            warnings.warn(f"{type(self).__name__}: conjugate gradient did not converge in max_iter={self.max_iter} "
+                          f"iterations for the chosen gamma={gammas[g]:g}, alpha={alphas[a]:g}; increase max_iter.",
+                          ConvergenceWarning, stacklevel=3)
+        seconds["refit"] = time.perf_counter() - t0
+        return {"best": (g, a), "dual": dual, "passes": passes, "n_iter": iteration + refit}
+
+    def _check_folds(self, sums, positives, counts, n_samples, n_folds, classes):
+        empty = np.flatnonzero(sums[:, 0, 0] <= 0)
+        if empty.size:
+            raise ValueError(f"Cannot cross-validate n_samples={n_samples} in {n_folds} folds: fold(s) "
+                             f"{empty.tolist()} received no rows (or no weight); use fewer folds.")
+        if classes is not None:
+            self._check_classes(positives, counts, classes)
 
     @staticmethod
     def _pass(arrays, state, lazy, chunk_fn, combine_fn):
@@ -271,15 +450,93 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                                  f"of the classes {np.asarray(classes).tolist()}: use fewer folds, or fold labels "
                                  "that keep every class in each training set.")
 
-    def _results(self, gammas, alphas, scores, fold_weights):
-        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): gamma slowest."""
+    def _results(self, gammas, alphas, scores, fold_weights, dropped=None, iterations=None):
+        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): gamma slowest.
+
+        With the CG route, ``dropped`` (n_gammas, n_alphas) holds the iteration after which successive
+        halving dropped each candidate (0: kept) and ``iterations`` the CG iterations its fold columns
+        ran. A dropped candidate's scores are those of its last iterates; it ranks after every kept one
+        (as scikit-learn's halving searches choose among the last round), and only a kept one is chosen.
+        """
+        n = gammas.size * alphas.size
+        dropped = np.zeros(n, dtype=int) if dropped is None else np.asarray(dropped).reshape(n)
         results = search_results([{"gamma": float(g)} for g in gammas], alphas, scores)
         mean = results["mean_test_score"]
+        kept = dropped == 0
+        rank = np.empty(n, dtype=np.int32)
+        rank[kept] = rankdata(-mean[kept], method="min")
+        if (~kept).any():
+            rank[~kept] = kept.sum() + rankdata(-mean[~kept], method="min")
+        results["rank_test_score"] = rank
+        results["dropped_at_iteration"] = dropped
+        results["n_iterations"] = np.zeros(n, dtype=int) if iterations is None else np.asarray(iterations).reshape(n)
         self.cv_results_ = results
-        self.best_index_ = int(np.argmax(mean))
+        self.best_index_ = int(np.flatnonzero(kept)[np.argmax(mean[kept])])
         self.best_params_ = results["params"][self.best_index_]
         self.best_score_ = float(mean[self.best_index_])
         self.fold_weights_ = fold_weights
+
+
+def _best_seconds(fn, repeat=2):
+    """The least of ``repeat`` timings of ``fn()`` (the first also warms caches and compiled code)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """What both routes need: the grid, the centers and their factors, the folds, the targets."""
+
+    metric: str
+    params: tuple
+    gammas: np.ndarray
+    alphas: np.ndarray
+    points: np.ndarray  # (m, n_features) float64
+    factors: np.ndarray  # (n_gammas, m, m)
+    n_folds: int
+    fold_key: int
+    labels: np.ndarray | None
+    targets: object
+    weighted: bool
+    constant: float  # a scalar sample_weight, 1 otherwise
+    scoring: str
+    classes: object
+    dtype: object
+
+    def _as(self, probe):
+        """``(targets, labels, weighted)`` of a data pass, or of the probe (numeric zeros, hashed folds)."""
+        if probe:
+            return NumericTargets(self.targets.n_targets), None, False
+        return self.targets, self.labels, self.weighted
+
+    def statistics_state(self, check, coefs=None, probe=False):
+        targets, labels, weighted = self._as(probe)
+        return cv.GridState(self.metric, self.params, self.gammas, self.points, self.factors, self.n_folds,
+                            self.fold_key, labels, targets, weighted, check, coefs)
+
+    def centers(self, g):
+        kernel = Kernel(self.metric, tuple(sorted({**dict(self.params), "gamma": float(self.gammas[g])}.items())))
+        return Centers(kernel, self.points.astype(self.dtype))
+
+    def cg_state(self, gammas, V, colfold, coltarget, S, first=False, check=None, probe=False):
+        targets, labels, weighted = self._as(probe)
+        return cg.CGPass(tuple(self.centers(g) for g in gammas), tuple(V), tuple(colfold), tuple(coltarget),
+                         tuple(S), self.n_folds, self.fold_key, labels, targets, weighted, self.classes is not None,
+                         first, check)
+
+    def probe_pass(self):
+        """A CG pass at its widest: every column of every gamma, every candidate scored."""
+        n_a, F, t, n_g = self.alphas.size, self.n_folds, self.targets.n_targets, self.gammas.size
+        m = self.points.shape[0]
+        rng = np.random.default_rng(0)
+        return self.cg_state(range(n_g), [rng.standard_normal((m, n_a * (F + 1) * t)) for _ in range(n_g)],
+                             [np.tile(np.repeat(np.arange(F + 1), t), n_a)] * n_g,
+                             [np.tile(np.arange(t), n_a * (F + 1))] * n_g,
+                             [rng.standard_normal((F, m, n_a * t)) for _ in range(n_g)], probe=True)
 
 
 def _size(nbytes):
@@ -336,6 +593,23 @@ _SEARCH_PARAMETERS = """
         rows (``KFold``, ``GroupKFold``, ``PredefinedSplit``): read as fold labels (in memory).
     scoring : str, default=None
         @SCORINGS@
+    route : {'auto', 'statistics', 'cg'}, default='auto'
+        How every candidate is solved. 'statistics': one pass of per-fold ``m x m`` statistics, every
+        candidate solved exactly on the driver (``2 n m^2`` multiply-adds a gamma). 'cg': Falkon's CG
+        with every candidate's fold columns in the same passes (about ``4 n m`` a column and
+        iteration), losing candidates dropped by successive halving. 'auto': the statistics route when
+        its pass is small (under 2e10 multiply-adds) or, when its statistics would not fit
+        ``dkapprox.cv-statistics-bytes``, CG; otherwise the one whose block functions, timed on the
+        driver over the same rows, cost less (``route_seconds_``).
+    tol : float, default=1e-4
+        The CG route's relative residual per column, as :class:`KernelRidge`'s ``tol``.
+    max_iter : int, default=100
+        The CG route's iterations at most, for the search and the chosen model together.
+    halving_factor : float > 1 or None, default=3
+        The CG route's successive halving: after 4, 8, 16, ... iterations, of the candidates whose
+        scored iterates have every fold's relative residual at most 0.05 (*judged*), the best
+        ``1 / halving_factor`` run on; an unjudged candidate is never dropped (an early iterate of a
+        small alpha scores far below its solution). None: every candidate runs to ``tol``.
     random_state : int, RandomState instance or None, default=None
         Seeds the centers and the fold hash.
 """
@@ -344,7 +618,10 @@ _SEARCH_ATTRIBUTES = """
     cv_results_ : dict of ndarrays
         scikit-learn's ``GridSearchCV.cv_results_`` keys: ``params``, ``param_gamma``, ``param_alpha``,
         ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``. One
-        candidate per (gamma, alpha), gamma slowest.
+        candidate per (gamma, alpha), gamma slowest. Also ``n_iterations`` (the CG iterations each
+        candidate's fold columns ran; 0 on the statistics route) and ``dropped_at_iteration`` (the
+        iteration after which halving dropped it, 0 if kept). A dropped candidate's scores are those of
+        its last iterates, and it ranks after every kept one.
     best_params_ : dict
     best_score_ : float
     best_index_ : int
@@ -355,14 +632,20 @@ _SEARCH_ATTRIBUTES = """
     centers_, center_indices_, center_passes_ :
         As in :class:`KernelRidge`.
     passes_ : int
-        Passes over the data: one for the default grid's 'scale' on dask input, the centers', one for
-        the statistics@EXTRA@.
+        Passes over the data: one for the default grid's 'scale' on dask input, the centers', then the
+        statistics route's one for the statistics@EXTRA@, or the CG route's one for the right-hand
+        sides, one an iteration and one for the last iterates' scores.
     n_iter_ : int
-        0: the statistics route solves each candidate directly, no CG.
+        CG iterations (the search's and the chosen model's after it); 0 on the statistics route,
+        which solves each candidate directly.
     route_ : str
-        'statistics': per-fold ``m x m`` statistics, solved on the driver.
+        'statistics' or 'cg': the route taken.
+    route_seconds_ : dict
+        route='auto' with a probe: each route's estimated seconds for the whole data (the probe's per
+        row times n_samples); empty otherwise.
     phase_seconds_ : dict
-        Seconds spent choosing centers, in the statistics pass, in the solves, scoring and refit.
+        Seconds spent choosing centers, factoring, choosing the route, then in the statistics pass, the
+        solves, scoring and refit (statistics), or the first pass, the search and the refit (CG).
     n_splits_ : int
     fold_weights_ : ndarray of shape (``n_splits_``,)
         Each fold's total weight (its row count, unweighted).
@@ -380,6 +663,14 @@ _SEARCH_NOTES = """
     refuses more than ``dkapprox.cv-statistics-bytes``, 2 GiB, and says how many centers fit).
     Every candidate solved this way is the exact Nystroem kernel ridge solution :class:`KernelRidge`'s
     CG converges to.
+
+    The CG route (``route='cg'``, or 'auto' where it measures cheaper) solves the same problems by
+    Falkon's preconditioned CG (:class:`KernelRidge`'s), each gamma's columns (every alpha and fold,
+    and the all-rows problem of each candidate, which becomes the chosen model) advanced together: a
+    pass forms each gamma's kernel slice once for all its columns, and scores every candidate's
+    previous iterates on its held-out rows on the way. Its cost is about ``(4 (n_folds + 1) + 2)
+    n_alphas n m`` multiply-adds a gamma and iteration while every candidate runs; converged and
+    dropped candidates cost nothing more.
 """
 
 
@@ -402,39 +693,29 @@ class KernelRidgeCV(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelRidg
                            "``sum w y^2 - 2 a^T r_f + a^T G_f a``)")}
     Examples
     --------
-    >>> import numpy as np, dask.array as da
+    >>> import dask.array as da
+    >>> from sklearn.datasets import make_friedman1
     >>> from dkapprox.linear_model import KernelRidgeCV
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(20_000, 3))
-    >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=20_000)
+    >>> X, y = make_friedman1(n_samples=20_000, noise=0.5, random_state=0)
     >>> X, y = da.from_array(X, chunks=5_000), da.from_array(y, chunks=5_000)
-    >>> search = KernelRidgeCV(alphas=[1e-2, 1, 100], gammas=[0.01, 0.5, 20], n_centers=300, random_state=0)
-    >>> search.fit(X, y).best_params_
-    {{'alpha': 0.01, 'gamma': 0.5}}
-    >>> search.passes_, search.cv_results_["mean_test_score"].shape
-    (2, (9,))
-    >>> round(search.score(X, y), 2)
-    0.98
+    >>> grid = dict(alphas=[1e-3, 1e-1, 10], gammas=[0.1, 1, 10], n_centers=300, random_state=0)
+    >>> search = KernelRidgeCV(**grid).fit(X, y)
+    >>> search.route_, search.passes_, search.best_params_
+    ('statistics', 2, {{'alpha': 0.001, 'gamma': 0.1}})
+    >>> by_cg = KernelRidgeCV(route="cg", tol=1e-6, **grid).fit(X, y)
+    >>> by_cg.best_params_ == search.best_params_, by_cg.cv_results_["dropped_at_iteration"][by_cg.best_index_]
+    (True, np.int64(0))
+    >>> round(search.score(X, y), 2), round(by_cg.score(X, y), 2)
+    (0.98, 0.98)
     """
     _scorings = REGRESSION_SCORINGS
 
+    @documented("Search the grid (by either route), then refit the best on every row.", X_ROWS, Y_TARGETS,
+                SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
-        """Search the grid (the centers' passes and one pass), then refit the best on every row.
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-        y : {{ndarray, dask array}} of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : float or {{ndarray, dask array}} of shape (n_samples,), default=None
-
-        Returns
-        -------
-        self : object
-        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=True, on_host=True)
-        n_targets = 1 if y.ndim == 1 else y.shape[1]
-        self._search(X, y, NumericTargets(n_targets), lazy, sample_weight)
+        self._search(X, y, NumericTargets.of(y), lazy, sample_weight)
         if y.ndim == 1:
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
@@ -473,20 +754,10 @@ class KernelRidgeClassifierCV(StreamedScore, ClassifierMixin, _KernelRidgeSearch
     """
     _scorings = CLASSIFICATION_SCORINGS
 
+    @documented("Search the grid (by either route; the statistics route reads the data once more for the "
+                "held-out classes), then refit the best on every row.", X_ROWS, Y_LABELS, SAMPLE_WEIGHT,
+                returns=FITTED)
     def fit(self, X, y, sample_weight=None):
-        """Search the grid (the centers' passes and two passes), then refit the best on every row.
-
-        Parameters
-        ----------
-        X : {{ndarray, sparse matrix, dask array, zarr array}} of shape (n_samples, n_features)
-        y : {{ndarray, dask array}} of shape (n_samples,)
-            Class labels.
-        sample_weight : float or {{ndarray, dask array}} of shape (n_samples,), default=None
-
-        Returns
-        -------
-        self : object
-        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False, on_host=True)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)

@@ -35,7 +35,15 @@ EXPECTED_FAILURES = {
 CENTROIDS_FOLLOW_ROWS = "k-means centers move with a repeated row, not with a weighted one"
 
 
+# The searches' statistics route (route='auto' takes it on these small checks) solves every candidate
+# directly, no CG: its n_iter_ is 0, as scikit-learn's own check allows for SelfTrainingClassifier (and
+# skips Ridge, whose direct solvers set none). The CG route's configuration passes the check.
+DIRECT_SOLVE = "the statistics route runs no iteration: n_iter_ is 0"
+
+
 def expected_failures(estimator):
+    if type(estimator).__name__ in ("KernelRidgeCV", "KernelRidgeClassifierCV") and estimator.route != "cg":
+        return {"check_non_transformer_estimators_n_iter": DIRECT_SOLVE}
     if getattr(estimator, "centers", None) == "kmeans":
         return {"check_sample_weight_equivalence_on_dense_data": CENTROIDS_FOLLOW_ROWS,
                 "check_sample_weight_equivalence_on_sparse_data": CENTROIDS_FOLLOW_ROWS}

@@ -1,15 +1,25 @@
 """KernelRidgeCV and KernelRidgeClassifierCV: a (gamma, alpha, fold) grid from one pass of per-fold statistics."""
 
+import functools
+
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
 from sklearn.model_selection import GridSearchCV, KFold, PredefinedSplit
 from sklearn.preprocessing import LabelBinarizer
 
-from dkapprox.linear_model import HashedKFold, KernelRidge, KernelRidgeClassifierCV, KernelRidgeCV
+from dkapprox.linear_model import HashedKFold, KernelRidge
+from dkapprox.linear_model import KernelRidgeClassifierCV as _KernelRidgeClassifierCV
+from dkapprox.linear_model import KernelRidgeCV as _KernelRidgeCV
+
+# The tests down to the CG route's hold the statistics route (exact, against GridSearchCV) by name;
+# route='auto' takes it for such small searches anyway (PROBE_ABOVE_FLOPS), but a test says which it tests
+KernelRidgeCV = functools.partial(_KernelRidgeCV, route="statistics")
+KernelRidgeClassifierCV = functools.partial(_KernelRidgeClassifierCV, route="statistics")
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(240, 3))
@@ -178,3 +188,104 @@ def test_the_search_takes_kfold_splitters_and_other_kernels():
                           cv=KFold(3)).fit(X, Y)
     np.testing.assert_allclose(search.cv_results_["mean_test_score"],
                                theirs.cv_results_["mean_test_score"][_same_order(search, theirs)], rtol=1e-7)
+
+
+# -- the CG route -----------------------------------------------------------------------------------------
+EXACT = dict(tol=1e-11, max_iter=500, halving_factor=None)
+
+
+def test_cg_without_halving_scores_and_refits_as_the_statistics_route():
+    """Run to a tight tol with nothing dropped, every candidate's fold models are the statistics route's."""
+    kw = dict(alphas=ALPHAS, gammas=GAMMAS, n_centers=80, random_state=0)
+    exact = KernelRidgeCV(**kw).fit(X, Y)
+    cg = _KernelRidgeCV(route="cg", **EXACT, **kw).fit(X, Y)
+    np.testing.assert_allclose(cg.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"], atol=1e-7)
+    np.testing.assert_array_equal(cg.cv_results_["rank_test_score"], exact.cv_results_["rank_test_score"])
+    assert cg.best_params_ == exact.best_params_ and cg.route_ == "cg"
+    np.testing.assert_allclose(cg.predict(X), exact.predict(X), atol=1e-6)
+    assert np.all(cg.cv_results_["dropped_at_iteration"] == 0) and np.all(cg.cv_results_["n_iterations"] > 0)
+    # the centers' pass, the right-hand sides, one an iteration, the last iterates' scores, none to refit:
+    # the chosen all-rows column converged alongside its folds
+    assert cg.passes_ == 1 + 1 + cg.n_iter_ + 1
+    assert set(cg.phase_seconds_) >= {"centers", "route", "first pass", "search", "refit", "total"}
+
+
+def test_cg_classifier_and_dask_input_agree_with_the_statistics_route():
+    kw = dict(alphas=ALPHAS, gammas=[0.02, 0.5, 2.0], n_centers=60, cv=4, random_state=3)
+    exact = KernelRidgeClassifierCV(**kw).fit(X, LABELS)
+    Xd, yd = da.from_array(X, chunks=70), da.from_array(LABELS, chunks=70)
+    cg = _KernelRidgeClassifierCV(route="cg", **EXACT, **kw).fit(Xd, yd)
+    # accuracy counts rows: a row whose class score is a tie to 1e-9 may flip, one row is 1/60 of a fold
+    np.testing.assert_allclose(cg.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"], atol=0.02)
+    assert cg.best_params_ == exact.best_params_
+    assert np.mean(cg.predict(X) == exact.predict(X)) > 0.99
+
+
+def test_halving_drops_judged_losers_records_when_and_keeps_the_winner():
+    Xb = RNG.normal(size=(600, 3))
+    yb = np.sin(2 * Xb[:, 0]) + 0.3 * Xb[:, 1] + 0.1 * RNG.normal(size=600)
+    kw = dict(alphas=[1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0], gammas=[0.05, 0.5, 5.0, 50.0], n_centers=100,
+              random_state=0)
+    exact = KernelRidgeCV(**kw).fit(Xb, yb)
+    halved = _KernelRidgeCV(route="cg", tol=1e-6, max_iter=200, halving_factor=3, **kw).fit(Xb, yb)
+    dropped, iterations = halved.cv_results_["dropped_at_iteration"], halved.cv_results_["n_iterations"]
+    assert (dropped > 0).sum() >= 6 and set(dropped[dropped > 0]) <= {4, 8, 16, 32, 64, 128}
+    assert np.all(iterations[dropped > 0] <= dropped[dropped > 0])  # a dropped candidate runs no further
+    assert dropped[halved.best_index_] == 0 and halved.best_params_ == exact.best_params_
+    rank = halved.cv_results_["rank_test_score"]
+    assert rank[dropped == 0].max() < rank[dropped > 0].min()  # the kept rank first
+    assert halved.best_score_ == pytest.approx(exact.best_score_, abs=1e-4)
+    full = _KernelRidgeCV(route="cg", tol=1e-6, max_iter=200, halving_factor=None, **kw).fit(Xb, yb)
+    assert iterations.sum() < full.cv_results_["n_iterations"].sum()
+
+
+def test_cg_weights_fold_labels_and_float32():
+    labels = np.arange(240) % 3
+    w = np.where(np.arange(240) % 5 == 0, 2.0, 1.0)
+    kw = dict(alphas=ALPHAS, gammas=GAMMAS, centers=X[:40], cv=labels, random_state=0)
+    exact = KernelRidgeCV(**kw).fit(X, Y, sample_weight=w)
+    cg = _KernelRidgeCV(route="cg", **EXACT, **kw).fit(X, Y, sample_weight=w)
+    np.testing.assert_allclose(cg.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"], atol=1e-7)
+    np.testing.assert_allclose(cg.dual_coef_, exact.dual_coef_, rtol=1e-5, atol=1e-6)
+    twice = _KernelRidgeCV(route="cg", **EXACT, **kw).fit(X, Y, sample_weight=2.0)  # a scalar weight: alpha / 2
+    exact_twice = KernelRidgeCV(**kw).fit(X, Y, sample_weight=2.0)
+    np.testing.assert_allclose(twice.cv_results_["mean_test_score"], exact_twice.cv_results_["mean_test_score"],
+                               atol=1e-7)
+    single = _KernelRidgeCV(route="cg", tol=1e-5, max_iter=500, halving_factor=None, **kw)
+    single.fit(X.astype(np.float32), Y, sample_weight=w)
+    # float32 kernels and products (as KernelRidge's on float32 blocks): the same choice, its score near
+    assert single.dual_coef_.dtype == np.float32 and single.best_params_ == exact.best_params_
+    assert single.best_score_ == pytest.approx(exact.best_score_, abs=1e-3)
+
+
+def test_cg_max_iter_warns_for_the_chosen_model_and_counts_its_passes():
+    search = _KernelRidgeCV(route="cg", alphas=[1e-4], gammas=[0.5], n_centers=120, tol=1e-12, max_iter=3,
+                            random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=3 iterations for the chosen gamma=0.5"):
+        search.fit(X, Y)
+    assert search.n_iter_ == 3 and search.passes_ == 1 + 1 + 3 + 1
+    assert search.cv_results_["n_iterations"].tolist() == [3]
+
+
+def test_auto_takes_the_statistics_route_for_small_searches_and_cg_where_statistics_would_not_fit():
+    small = _KernelRidgeCV(alphas=[1.0], gammas=[0.1, 1.0], n_centers=50, random_state=0).fit(X, Y)
+    assert small.route_ == "statistics" and small.route_seconds_ == {}
+    with dask.config.set({"dkapprox.cv-statistics-bytes": 2**20}):
+        big = _KernelRidgeCV(alphas=[1.0], gammas=[0.1, 1.0], n_centers=200, random_state=0).fit(X, Y)
+        assert big.route_ == "cg"
+        with pytest.raises(ValueError, match=r"CG columns would take .* a task \(48 columns = n_gammas x n_alphas x "
+                                             r"\(n_folds \+ 1\) x n_targets, .*use at most 910 centers"):
+            _KernelRidgeCV(route="cg", alphas=np.logspace(-3, 3, 4), gammas=[0.1, 1.0], n_centers=2000,
+                           random_state=0).fit(np.tile(X, (10, 1)), np.tile(Y, 10))
+
+
+def test_auto_measures_both_routes_and_takes_the_cheaper():
+    from dkapprox.linear_model import _kernel_ridge_cv
+
+    rows = RNG.normal(size=(20_000, 3))
+    target = np.sin(2 * rows[:, 0])
+    search = _KernelRidgeCV(alphas=[1e-2, 1.0], gammas=[0.1, 1.0], n_centers=500, tol=1e-3, random_state=0)
+    search.fit(rows, target)
+    assert 2.0 * 20_000 * 500**2 * 2 >= _kernel_ridge_cv.PROBE_ABOVE_FLOPS
+    assert set(search.route_seconds_) == {"statistics", "cg"}
+    assert search.route_ == min(search.route_seconds_, key=search.route_seconds_.get)
