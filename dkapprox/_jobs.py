@@ -504,7 +504,7 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
 
 
 def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, centers, alpha, kernel, gamma, tol,
-                           max_iter, random_state, params):
+                           max_iter, random_state, params, route=None):
     """The unfitted KernelRidge[Classifier], or with ``n_folds`` its CV search; usage errors name the option."""
     from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 
@@ -514,16 +514,19 @@ def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, cent
         for given, option in ((alphas, "--alphas"), (gammas, "--gammas")):
             if given is not None:
                 raise click.UsageError(f"{option} is a grid to search: give --cv N with it, or --alpha / --gamma")
+        if route is not None:
+            raise click.UsageError("--route is how a search (--cv N) solves its candidates: give --cv N with it")
         return build_estimator(KernelRidgeClassifier if classify else KernelRidge, common + (
             ("alpha", alpha, "--alpha"), ("gamma", None if gamma is None else parse_value(gamma), "--gamma"),
             ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter")), random_state=random_state, params=params)
-    for given, option in ((alpha, "--alpha"), (gamma, "--gamma"), (tol, "--tol"), (max_iter, "--max-iter")):
+    for given, option in ((alpha, "--alpha"), (gamma, "--gamma")):
         if given is not None:
-            raise click.UsageError(f"{option} does not go with --cv: the search solves each candidate directly; "
-                                   "give the grid with --alphas and --gammas")
+            raise click.UsageError(f"{option} does not go with --cv: the search chooses it; give the grid with "
+                                   "--alphas and --gammas")
     grid = [("alphas", _floats(alphas, "--alphas"), "--alphas"), ("gammas", _floats(gammas, "--gammas"), "--gammas")]
+    solver = (("route", route, "--route"), ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter"))
     return build_estimator(KernelRidgeClassifierCV if classify else KernelRidgeCV,
-                           common + (("cv", n_folds, "--cv"),) + tuple(grid), random_state=random_state,
+                           common + (("cv", n_folds, "--cv"),) + tuple(grid) + solver, random_state=random_state,
                            params=params)
 
 
@@ -543,12 +546,14 @@ def log_search(est):
     """The search's table, best first: one log line a candidate."""
     results = est.cv_results_
     scoring = est.scoring or est._scorings[0]
-    log.info("cross-validation of %d candidates over %d folds (%s), %d passes; best first:",
-             len(results["params"]), est.n_splits_, scoring, est.passes_)
+    log.info("cross-validation of %d candidates over %d folds (%s) by the %s route, %d passes; best first:",
+             len(results["params"]), est.n_splits_, scoring, est.route_, est.passes_)
     for i in sorted(range(len(results["params"])), key=lambda i: (results["rank_test_score"][i], i)):
         p = results["params"][i]
-        log.info("  rank %3d  gamma=%-10.4g alpha=%-10.4g %s %.5f +- %.5f", results["rank_test_score"][i],
-                 p["gamma"], p["alpha"], scoring, results["mean_test_score"][i], results["std_test_score"][i])
+        dropped = int(results["dropped_at_iteration"][i])
+        log.info("  rank %3d  gamma=%-10.4g alpha=%-10.4g %s %.5f +- %.5f%s", results["rank_test_score"][i],
+                 p["gamma"], p["alpha"], scoring, results["mean_test_score"][i], results["std_test_score"][i],
+                 f"  (dropped after CG iteration {dropped})" if dropped else "")
 
 
 def fit_learner(est, X, y):

@@ -529,10 +529,14 @@ def kernel_ridge_options(fn):
     fn = click.option("--alphas", metavar="A[,A...]",
                       help="With --cv: the regularization strengths to search (positive numbers) "
                            "[default: 1e-3, 1e-2, 0.1, 1, 10, 100].")(fn)
+    fn = click.option("--route", type=click.Choice(["auto", "statistics", "cg"]),
+                      help="With --cv: solve every candidate from one pass of m x m statistics, or by CG in shared "
+                           "passes with losing candidates dropped (--tol, --max-iter apply); auto: the cheaper "
+                           "by a measured probe [default: auto].")(fn)
     fn = click.option("--cv", "n_folds", type=click.IntRange(min=2),
                       help="Choose gamma and alpha by this many folds of cross-validation (KernelRidgeCV): every "
-                           "(gamma, alpha, fold) from one pass of statistics, the table logged, the best refitted "
-                           "and saved with its cv_results_.")(fn)
+                           "(gamma, alpha, fold) in the same passes (see --route), the table logged, the best "
+                           "refitted and saved with its cv_results_.")(fn)
     return click.option("--n-centers", type=click.IntRange(min=1),
                         help="Nystroem centers m [default: min(1000, rows)]; Falkon's advice: of order sqrt(rows). "
                              "The driver holds a few m x m float64 matrices (2 GiB each at m = 16,384).")(fn)
@@ -557,8 +561,8 @@ def kernel_ridge_options(fn):
               help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
 @storage_options
 @cluster_options
-def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, alphas, gammas, centers, alpha,
-                 kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path, overwrite,
+def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, route, alphas, gammas, centers,
+                 alpha, kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path, overwrite,
                  progress, storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit kernel ridge regression (--classify: classification) on INPUT (a Zarr array, or a Parquet dataset's
     --columns) and its targets, and save it to --out.
@@ -566,15 +570,16 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds
     Falkon's preconditioned conjugate gradient over n_centers Nystroem centers: the centers' passes, then
     one pass over INPUT for the right-hand side and one per CG iteration, each logged; the n x m kernel
     matrix is never stored. With --cv N, gamma and alpha are chosen from --gammas and --alphas by N-fold
-    cross-validation: the centers' passes and one pass of per-fold statistics (classes: one more), every
-    candidate's score logged, the best refitted and saved with its cv_results_ (`dkapprox info` shows them).
+    cross-validation: the centers' passes, then one pass of per-fold statistics (classes: one more) or CG
+    passes shared by every candidate (--route), every candidate's score logged, the best refitted and saved
+    with its cv_results_ (`dkapprox info` shows them).
     `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
     from . import models
 
     options = parse_storage_options(storage_option_items) or None
     est = kernel_ridge_estimator(classify, n_folds, alphas, gammas, n_centers=n_centers, centers=centers,
                                  alpha=alpha, kernel=kernel, gamma=gamma, tol=tol, max_iter=max_iter,
-                                 random_state=random_state, params=params)
+                                 random_state=random_state, params=params, route=route)
     target_columns = parse_columns(target_column, "--target-column")
     check_targets_given(target, target_columns)
     refuse_existing_model(model_path, overwrite, options)

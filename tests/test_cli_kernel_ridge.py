@@ -299,7 +299,22 @@ def test_cv_searches_the_grid_logs_the_table_and_saves_it_for_info(work, capsys)
     assert [row["rank_test_score"] for row in described["search"]] == sorted(est.cv_results_["rank_test_score"])
 
 
+def test_cv_by_the_cg_route_logs_its_iterations_and_what_it_dropped(work, capsys):
+    base, c = work["dir"], work["c"]
+    fit = in_process(capsys, "kernel-ridge", base / "x.zarr", "--target", base / "y.zarr", "--cv", 3, "--alphas",
+                     "0.01,1", "--gammas", "0.05,0.5,5", "--n-centers", 60, "--route", "cg", "--tol", "1e-6",
+                     "--max-iter", 300, "--out", base / "cg", *c)
+    assert fit.returncode == 0, fit.stderr
+    assert "by the cg route" in fit.stderr and "CG iteration 1, 6 of 6 candidates running" in fit.stderr
+    model = models.load(base / "cg")
+    assert model.route_ == "cg" and model.tol == 1e-6 and model.max_iter == 300
+    assert model.best_params_ == {"alpha": 0.01, "gamma": 0.5}  # the statistics route's choice (the test above)
+    dropped = model.cv_results_["dropped_at_iteration"]
+    assert sum("dropped after CG iteration" in line for line in fit.stderr.splitlines()) == int((dropped > 0).sum())
+
+
 @pytest.mark.parametrize("args, fragment", [
+    (("--route", "cg"), "--route is how a search (--cv N) solves its candidates: give --cv N with it"),
     (("--cv", 3, "--alpha", 1), "--alpha does not go with --cv"),
     (("--alphas", "1,2"), "--alphas is a grid to search: give --cv N with it"),
     (("--cv", 3, "--gammas", "0.1,-1"), "expected positive numbers separated by commas"),
