@@ -14,8 +14,8 @@ KernelRidgeClassifier fit at the same m (``--max-iter`` 20 iterations, tol 1e-3,
 measures it). Printed: seconds, passes, test accuracy, the search's time over the fit's, and the
 grid run as whole fits estimated as the one fit's time x 150 (not run: said so).
 
-    python benchmarks/bench_kernel_ridge_cv.py --part choice
-    python benchmarks/bench_kernel_ridge_cv.py --part cost [--rows 1000000]
+    python benchmarks/bench_kernel_ridge_cv.py --part choice [--routes statistics,cg]
+    python benchmarks/bench_kernel_ridge_cv.py --part cost [--rows 1000000] [--routes auto,statistics,cg]
     python benchmarks/bench_kernel_ridge_cv.py --part out-of-core [--ooc-rows 20000000]
 
 ``--part out-of-core``: the search on a Zarr store larger than the workers' memory (2 x 10^7 x 20 float32,
@@ -101,21 +101,22 @@ def choice(args):
         their_s = time.perf_counter() - started
         their_test = theirs.score(X_te, y_te)
         Search = KernelRidgeClassifierCV if classify else KernelRidgeCV
-        for m in (X_tr.shape[0], X_tr.shape[0] // 4):
+        for m, route in [(m, route) for m in (X_tr.shape[0], X_tr.shape[0] // 4) for route in args.routes.split(",")]:
             started = time.perf_counter()
-            ours = Search(alphas=ALPHAS, gammas=gammas, n_centers=m, cv=5, random_state=0)
+            ours = Search(alphas=ALPHAS, gammas=gammas, n_centers=m, cv=5, route=route, random_state=0)
             ours.fit(da.from_array(X_tr, chunks=(max(100, X_tr.shape[0] // 4), -1)),
                      da.from_array(y_tr, chunks=max(100, X_tr.shape[0] // 4)))
             our_s = time.perf_counter() - started
             our_test = ours.score(X_te, y_te)
-            rows.append([name, m, f"{theirs.best_params_['gamma'] / scale:g} / {theirs.best_params_['alpha']:g}",
+            sklearn_choice = f"{theirs.best_params_['gamma'] / scale:g} / {theirs.best_params_['alpha']:g}"
+            rows.append([name, m, ours.route_, sklearn_choice,
                          f"{ours.gamma_ / scale:g} / {ours.alpha_:g}", their_test, our_test, our_test - their_test,
                          their_s, our_s, ours.passes_])
     print_table("the same choice as the exhaustive search: GridSearchCV over scikit-learn's exact KernelRidge "
                 "(one-vs-rest for classes), 5 gammas (x gamma='scale') x 6 alphas x 5 hashed folds, held-out 25%; "
                 "scores: R^2 (regression), accuracy (classes)",
-                ["data", "m", "sklearn gamma/scale, alpha", "ours", "sklearn test", "ours test", "ours - sklearn",
-                 "sklearn s", "ours s", "our passes"], rows)
+                ["data", "m", "route", "sklearn gamma/scale, alpha", "ours", "sklearn test", "ours test",
+                 "ours - sklearn", "sklearn s", "ours s", "our passes"], rows)
 
 
 def cost(args):

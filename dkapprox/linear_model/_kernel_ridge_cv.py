@@ -50,8 +50,10 @@ DEFAULT_GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
 #: the largest pass partial (n_gammas x n_folds x m x m float64) a search accepts, in bytes (dask config
 #: ``dkapprox.cv-statistics-bytes``): a task holds one and a fold of the tree two
 STATISTICS_BYTES = 2 * 2**30
-#: rows of the probe that times both routes' block functions on the driver (route='auto')
-PROBE_ROWS = 512
+#: rows of the probe that times both routes' block functions on the driver (route='auto'): at 512 the statistics
+#: route's per-fold slices were a hundred rows and its triangular solves ran at a fraction of a block's speed
+#: (its estimate 2.5x its measured time on the learning study)
+PROBE_ROWS = 2048
 #: route='auto' below this many multiply-adds of the statistics route (its ``2 n m^2`` per gamma) takes it
 #: without a probe: on any machine a few seconds at most, and a search the same route every time
 PROBE_ABOVE_FLOPS = 2e10
@@ -249,9 +251,9 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
 
         A statistics pass under :data:`PROBE_ABOVE_FLOPS` is taken at once. Otherwise both routes' block
         functions run on the driver over the same probe rows (the first centers); the
-        statistics route costs its one pass (two for a classifier), the CG route its probe times
-        :func:`._cv_cg.expected_passes` (full-grid passes' worth: the first, the iterations with halving,
-        the last scoring pass). The estimate is for the whole data: per probe row times n_samples.
+        statistics route costs its one pass (two for a classifier), the CG route its full-width pass
+        times :func:`._cv_cg.expected_passes`. Both on one BLAS thread, as a block task runs. The
+        estimate is for the whole data in one process: per probe row times n_samples.
         """
         if self.route != "auto":
             return self.route, {}
@@ -264,15 +266,17 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         rows = probe.shape[0]
         zeros = np.zeros((rows, grid.targets.n_targets))
         stats_state = grid.statistics_state(None, probe=True)
-        cost = {"statistics": _best_seconds(lambda: cv.statistics_partial(0, stats_state, probe, zeros))}
+        runs = [lambda part, y: cv.statistics_partial(0, stats_state, part, y)]
         if grid.classes is not None:
             coefs = np.zeros((grid.gammas.size, grid.n_folds, grid.points.shape[0],
                               grid.alphas.size * grid.targets.n_targets))
             pred_state = grid.statistics_state(None, coefs=coefs, probe=True)
-            cost["statistics"] += _best_seconds(lambda: cv.fold_predictions_partial(0, pred_state, probe, zeros))
+            runs.append(lambda part, y: cv.fold_predictions_partial(0, pred_state, part, y))
         full = grid.probe_pass()
-        expected = cg.expected_passes(grid.alphas.size * grid.gammas.size, self.max_iter, self.halving_factor)
-        cost["cg"] = _best_seconds(lambda: cg.cg_partial(0, full, probe, zeros)) * expected
+        with threadpool_limits(1):  # a block task's BLAS threads (dkapprox._blas)
+            cost = {"statistics": sum(_seconds(run, probe, zeros) for run in runs),
+                    "cg": _seconds(lambda part, y: cg.cg_partial(0, full, part, y), probe, zeros)}
+        cost["cg"] *= cg.expected_passes(self.max_iter)
         cost = {k: v * n_samples / rows for k, v in cost.items()}
         return min(cost, key=cost.get), cost
 
@@ -480,14 +484,12 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self.fold_weights_ = fold_weights
 
 
-def _best_seconds(fn, repeat=2):
-    """The least of ``repeat`` timings of ``fn()`` (the first also warms caches and compiled code)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+def _seconds(run, rows, y):
+    """Seconds of ``run(rows, y)``, after a warm-up on a few rows (compiled code, caches, first allocations)."""
+    run(rows[:16], y[:16])
+    t0 = time.perf_counter()
+    run(rows, y)
+    return time.perf_counter() - t0
 
 
 @dataclass(frozen=True)
