@@ -358,6 +358,8 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
 
     def finalize(written=None) -> WriteReport:
         lease.check()
+        if loc.local:  # a block write killed during this run (a cancelled worker job) left its temporary file
+            remove_partial_files(loc.path)
         report = _finalize(group, loc, header, inputs, identities, blocks_to_write=len(todo), started=started,
                            resumed=resumed, refreshed=opened.refresh, all_written=written == len(todo))
         lease.release()
