@@ -30,6 +30,7 @@ from ._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documente
 from ._falkon import Centers
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
 from ._map_search import search_results
+from ._moments import STATISTICS_BYTES, _size
 from ._ridge_cv import fold_key
 from ._streaming import (
     StreamedScore,
@@ -47,9 +48,6 @@ REGRESSION_SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_er
 CLASSIFICATION_SCORINGS = ("accuracy",)
 #: the default bandwidth grid: these multiples of gamma='scale' (1 / (n_features * X.var()))
 DEFAULT_GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
-#: the largest pass partial (n_gammas x n_folds x m x m float64) a search accepts, in bytes (dask config
-#: ``dkapprox.cv-statistics-bytes``): a task holds one and a fold of the tree two
-STATISTICS_BYTES = 2 * 2**30
 #: rows of the probe that times both routes' block functions on the driver (route='auto'): at 512 the statistics
 #: route's per-fold slices were a hundred rows and its triangular solves ran at a fraction of a block's speed
 #: (its estimate 2.5x its measured time on the learning study)
@@ -542,10 +540,6 @@ class _Grid:
                              [np.tile(np.repeat(np.arange(F + 1), t), n_a)] * n_g,
                              [np.tile(np.arange(t), n_a * (F + 1))] * n_g,
                              [rng.standard_normal((F, m, n_a * t)) for _ in range(n_g)], probe=True)
-
-
-def _size(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def _labels_of_splits(splits, n_samples):

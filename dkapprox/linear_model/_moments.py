@@ -33,6 +33,17 @@ from .. import _graph
 from .._random import GOLDEN, splitmix64
 
 
+#: the largest pass partial a cross-validated search accepts, in bytes (dask config ``dkapprox.cv-statistics-bytes``):
+#: KernelRidgeCV's n_gammas x n_folds x m x m float64, FeatureMapRidgeCV's Moments of every candidate's features;
+#: a task holds one and a fold of the tree two
+STATISTICS_BYTES = 2 * 2**30
+
+
+def _size(nbytes):
+    """Bytes as a message says them: GiB from 1 GiB on, else MiB."""
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
 def hashed_folds(rows, n_folds, key):
     """Fold of each global row index: splitmix64(row + key) mod n_folds.
 
@@ -162,6 +173,16 @@ def block_moments(row_start, spec, Z, y, w=None):
         out.zy[k] = zk.T @ yk
         out.yy[k] = np.einsum("ij,ij->j", yk, yk)
     return out
+
+
+def moments_nbytes(n_folds, d, n_targets):
+    """Bytes of a combined (float64) Moments of ``n_folds`` folds, ``d`` features and ``n_targets`` targets.
+
+    ``8 n_folds (d^2 + d (n_targets + 1) + 2 n_targets + 2)``: ``zz``, ``zy``, ``mean_z``, ``mean_y`` and
+    ``yy``, ``count`` (int64) and ``weight``, as :func:`_zeros` makes them. A block's own partial is in the
+    block's dtype, no larger.
+    """
+    return 8 * n_folds * (d * d + d * (n_targets + 1) + 2 * n_targets + 2)
 
 
 def _zeros(K, d, t, dtype=np.float64):
