@@ -9,9 +9,11 @@ block function and gathers each candidate's per-fold statistics (:mod:`._moments
 
 from __future__ import annotations
 
+import math
 import time
 from numbers import Integral
 
+import dask
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
@@ -21,7 +23,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from .._sklearn_compat import HasMethods, Interval, StrOptions
-from ._moments import pool_folds
+from ._moments import STATISTICS_BYTES, _size, moments_nbytes, pool_folds
 from ._ridge import Ridge
 from ._ridge_cv import SCORINGS, check_folds, cv_scores, fold_key
 from ._streaming import check_Xy, gather_moments
@@ -96,10 +98,17 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
     Notes
     -----
     A block task holds the block and one candidate's features at a time; the statistics are
-    ``n_candidates x n_folds x d^2`` float64 for maps of ``d`` features (a 10-candidate, 5-fold
-    search at ``d = 1,024`` is 400 MiB a partial: fewer components, candidates or folds where the
-    workers are short of memory). The maps' work is the sum of the candidates' (each candidate's
-    features are computed once a block), the data is read once.
+    ``n_candidates x n_folds x (d^2 + (n_targets + 1) d + 2 n_targets + 2)`` float64 for maps of ``d``
+    features (a 10-candidate, 5-fold search at ``d = 1,024`` is 400 MiB a partial: fewer components,
+    candidates or folds where the workers are short of memory). The maps' work is the sum of the
+    candidates' (each candidate's features are computed once a block), the data is read once.
+
+    A search whose partial would exceed the dask config ``dkapprox.cv-statistics-bytes`` (2 GiB by
+    default, the limit :class:`KernelRidgeCV` keeps) is refused with a ``ValueError`` before the
+    statistics pass, and before the maps' fits where the parameters give the width (``n_components``
+    of RBFSampler, RandomFourierFeatures, ...; Nystroem's is known once fitted): it says the size,
+    the limit and the most components a candidate may have with that grid (at the default, 2,316 for
+    10 candidates and 5 folds of one target). Raise the limit where the workers have the memory.
 
     Examples
     --------
@@ -183,10 +192,16 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self.n_folds > rows:
             raise ValueError(f"Cannot have number of folds n_folds={self.n_folds} greater than the number of "
                              f"samples: n_samples={rows}.")
-        maps = [clone(self.transformer).set_params(**params).fit(X_given) for params in candidates]
+        n_targets = 1 if y.ndim == 1 else y.shape[1]
+        maps = [clone(self.transformer).set_params(**params) for params in candidates]
+        widths = _widths_before_fit(maps)
+        if widths is not None:  # refused before the maps' fits (gamma='scale' reads the data) where it can be
+            self._check_size(widths, n_targets)
+        maps = [m.fit(X_given) for m in maps]
         passes = sum(_fit_passes(m, lazy) for m in maps)
         dtypes = [np.dtype(m._out_dtype(X.dtype)) for m in maps]
         widths = [len(m.get_feature_names_out()) for m in maps]
+        self._check_size(widths, n_targets)  # the fitted widths (Nystroem's, a projection's 'auto')
         checks = []
         for m in maps:
             check = m._block_check()
@@ -195,7 +210,6 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         pairs = [(type(m)._block_fn, m._state(X.dtype)) for m in maps]
         seconds["maps"] = time.perf_counter() - started
         t0 = time.perf_counter()
-        n_targets = 1 if y.ndim == 1 else y.shape[1]
         moments = gather_moments(self, X, y, lazy, NumericTargets(n_targets), n_folds=self.n_folds,
                                  fold_key=fold_key(self.random_state), sample_weight=sample_weight,
                                  maps=(pairs, checks, max(widths)))
@@ -225,6 +239,37 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         seconds["total"] = time.perf_counter() - started
         self.fit_seconds_ = seconds
         return self
+
+    def _check_size(self, widths, n_targets):
+        """Refuse a pass whose partial would not fit ``dkapprox.cv-statistics-bytes``: the float64 Moments of
+        ``n_folds`` folds of every candidate's features (``widths``), as :func:`._moments.moments_nbytes` counts
+        them, saying what would fit."""
+        limit = int(dask.config.get("dkapprox.cv-statistics-bytes", STATISTICS_BYTES))
+        n_c, n_f, t = len(widths), int(self.n_folds), int(n_targets)
+        size = sum(moments_nbytes(n_f, d, t) for d in widths)
+        if size <= limit:
+            return
+        low, high = min(widths), max(widths)
+        formula = "(n_components^2 + (n_targets + 1) n_components + 2 n_targets + 2) float64"
+        if low == high:
+            what = f"n_candidates={n_c} x n_folds={n_f} x {formula} at n_components={high}"
+        else:
+            what = f"the sum over n_candidates={n_c} of n_folds={n_f} x {formula}, n_components from {low} to {high}"
+        most = _most_width(limit, n_c, n_f, t)
+        fewer = []
+        candidates = limit // moments_nbytes(n_f, high, t)
+        if candidates >= 1:
+            fewer.append(f"at most {candidates} candidate{'s' if candidates > 1 else ''} of {high} components")
+        folds = limit // sum(moments_nbytes(1, d, t) for d in widths)
+        if 2 <= folds < n_f:
+            fewer.append(f"at most {folds} folds")
+        fewer = f" ({' or '.join(fewer)})" if fewer else ""
+        most = (f"use at most {most} components a candidate with this grid" if most else
+                "not one component a candidate fits with this grid")
+        raise ValueError(
+            f"The search's statistics would take {_size(size)} a task ({what}, n_targets={t}), more than "
+            f"dkapprox.cv-statistics-bytes={_size(limit)}: {most}, or fewer candidates or folds{fewer}, or raise "
+            "the limit where the workers have the memory.")
 
     def _candidates(self):
         """The grid's points as dicts of the transformer's parameters (ValueError naming what is wrong)."""
@@ -283,6 +328,30 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         tags.input_tags.sparse = inner.sparse
         tags.input_tags.positive_only = inner.positive_only
         return tags
+
+
+def _widths_before_fit(maps):
+    """Each unfitted map's output width where its parameters say it (``n_components`` of RBFSampler,
+    RandomFourierFeatures, ...), else None (Nystroem's rank, a projection's ``'auto'``: known once fitted)."""
+    widths = []
+    for m in maps:
+        try:
+            width = m._n_features_out
+        except (AttributeError, TypeError, ValueError):
+            return None
+        if not isinstance(width, Integral) or isinstance(width, bool) or width < 1:
+            return None  # the map's own fit refuses it, in its words
+        widths.append(int(width))
+    return widths
+
+
+def _most_width(limit, n_candidates, n_folds, n_targets):
+    """The most features a candidate may have for ``n_candidates`` of them to fit ``limit`` bytes (0: none)."""
+    each = limit // n_candidates  # n_candidates x size <= limit exactly when size <= limit // n_candidates
+    d = math.isqrt(max(0, each) // (8 * n_folds))  # moments_nbytes >= 8 n_folds d^2: an upper bound
+    while d > 0 and moments_nbytes(n_folds, d, n_targets) > each:
+        d -= 1
+    return d
 
 
 def _fit_passes(transformer, lazy):

@@ -32,7 +32,6 @@ from sklearn.utils.validation import assert_all_finite
 from .. import _graph
 from .._random import GOLDEN, splitmix64
 
-
 #: the largest pass partial a cross-validated search accepts, in bytes (dask config ``dkapprox.cv-statistics-bytes``):
 #: KernelRidgeCV's n_gammas x n_folds x m x m float64, FeatureMapRidgeCV's Moments of every candidate's features;
 #: a task holds one and a fold of the tree two
@@ -40,8 +39,10 @@ STATISTICS_BYTES = 2 * 2**30
 
 
 def _size(nbytes):
-    """Bytes as a message says them: GiB from 1 GiB on, else MiB."""
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+    """Bytes as a message says them: GiB from 1 GiB on, MiB from 1 MiB on, else the bytes."""
+    if nbytes >= 2**30:
+        return f"{nbytes / 2**30:.2f} GiB"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{int(nbytes):,} bytes"
 
 
 def hashed_folds(rows, n_folds, key):

@@ -1,5 +1,6 @@
 """FeatureMapRidgeCV: the grid search over a map's parameters and alpha that GridSearchCV runs, in one pass."""
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -13,6 +14,10 @@ from sklearn.preprocessing import StandardScaler
 
 from dkapprox import Nystroem, RandomFourierFeatures, RBFSampler
 from dkapprox.linear_model import FeatureMapRidgeCV, HashedKFold, Ridge
+from dkapprox.linear_model._moments import MappedSpec, MomentsSpec, mapped_moments
+from dkapprox.linear_model._ridge_cv import fold_key
+from dkapprox.linear_model._streaming import gather_moments
+from dkapprox.linear_model._targets import NumericTargets
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(240, 3))
@@ -163,3 +168,85 @@ def test_unknown_row_sizes_are_refused_before_any_map_is_fitted():
     with _Computes() as computes, pytest.raises(ValueError, match=r"Call X.compute_chunk_sizes\(\) first"):
         search.fit(Xd, da.from_array(Y, chunks=60))
     assert computes.count == 0 and not hasattr(search, "cv_results_")
+
+
+def _refused(search, X, y, message):
+    """``search.fit`` refused with ``message`` in no compute of the data, nothing fitted."""
+    with _Computes() as computes, pytest.raises(ValueError, match=message):
+        search.fit(X, y)
+    assert not [k for k in vars(search) if k.endswith("_")]
+    return computes.count
+
+
+def test_a_grid_whose_statistics_would_not_fit_is_refused_before_any_pass_saying_what_fits():
+    """Refused before the maps' fits (gamma='scale' would read the data for each) and the statistics pass; the
+    message names the size, the formula, the limit and the most components that fit, which then does."""
+    Xd, Yd = da.from_array(X, chunks=60), da.from_array(Y, chunks=60)
+    scale = RBFSampler(gamma="scale", random_state=0)
+    with dask.config.set({"dkapprox.cv-statistics-bytes": 2**20}):
+        search = FeatureMapRidgeCV(scale, {"n_components": [200], "random_state": [0, 1]}, n_folds=5)
+        assert _refused(search, Xd, Yd, r"statistics would take 3.1 MiB a task \(n_candidates=2 x n_folds=5 x "
+                        r"\(n_components\^2 \+ \(n_targets \+ 1\) n_components \+ 2 n_targets \+ 2\) float64 at "
+                        r"n_components=200, n_targets=1\), more than dkapprox.cv-statistics-bytes=1.0 MiB: use at "
+                        r"most 113 components a candidate with this grid, or fewer candidates or folds") == 0
+        # 2 x 5 x (113^2 + 2 x 113 + 4) x 8 bytes fit 1 MiB, 114 do not
+        FeatureMapRidgeCV(scale, {"n_components": [113], "random_state": [0, 1]}, n_folds=5).fit(Xd, Yd)
+        assert _refused(FeatureMapRidgeCV(scale, {"n_components": [114], "random_state": [0, 1]}, n_folds=5),
+                        Xd, Yd, "use at most 113 components") == 0
+        # widths that differ, two targets: the sum over the candidates, and how many of the widest would fit
+        mixed = FeatureMapRidgeCV(RBFSampler(random_state=0), {"n_components": [50, 200], "gamma": [0.1, 1.0]},
+                                  n_folds=3)
+        assert _refused(mixed, Xd, da.stack([Yd, Yd], axis=1),
+                        r"2.0 MiB a task \(the sum over n_candidates=4 of n_folds=3 x .* n_components from 50 to "
+                        r"200, n_targets=2\).* at most 102 components a candidate with this grid, or fewer "
+                        r"candidates or folds \(at most 1 candidate of 200 components\)") == 0
+    # the default limit, 2 GiB, takes these
+    FeatureMapRidgeCV(scale, {"n_components": [200], "random_state": [0, 1]}, n_folds=5).fit(Xd, Yd)
+
+
+def test_a_map_whose_width_is_known_once_fitted_is_refused_after_its_fit_before_the_statistics_pass():
+    Xd, Yd = da.from_array(X, chunks=60), da.from_array(Y, chunks=60)
+    nystroem = Nystroem(n_components=150, random_state=0)
+    landmark_passes = sum(Nystroem(n_components=150, gamma=g, random_state=0).fit(Xd).landmark_passes_
+                          for g in (0.1, 1.0))
+    search = FeatureMapRidgeCV(nystroem, {"gamma": [0.1, 1.0]}, n_folds=5)
+    with dask.config.set({"dkapprox.cv-statistics-bytes": 2**20}):
+        assert _refused(search, Xd, Yd, r"would take 1.7 MiB a task .* at n_components=150, n_targets=1\), "
+                                        r"more than dkapprox.cv-statistics-bytes=1.0 MiB: use at most 113 "
+                                        r"components") == landmark_passes
+        fitted = FeatureMapRidgeCV(Nystroem(n_components=100, random_state=0), {"gamma": [0.1, 1.0]},
+                                   n_folds=5).fit(Xd, Yd)
+        before = dict(vars(fitted))
+        with pytest.raises(ValueError, match="use at most 113 components"):
+            fitted.set_params(transformer=nystroem).fit(Xd, Yd)
+    assert vars(fitted).keys() == before.keys() and fitted.cv_results_ is before["cv_results_"]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+def test_the_checked_size_is_the_pass_partials_own(lazy):
+    """The limit is exactly the bytes of the pass's partial, measured on the statistics that pass gathers:
+    a limit of that many bytes fits, one byte fewer is refused; a block's own partial is no larger."""
+    grid = {"gamma": [0.1, 1.0], "n_components": [7, 20]}
+    targets = np.stack([Y, -Y, 2 * Y], axis=1)
+    search = FeatureMapRidgeCV(RBFSampler(random_state=0), grid, n_folds=3, random_state=0)
+    maps = [RBFSampler(random_state=0, **p).fit(X) for p in _points(grid)]
+    pairs = [(type(m)._block_fn, m._state(X.dtype)) for m in maps]
+    checks = list(dict.fromkeys(m._block_check() for m in maps))
+    Xs, Ys = (da.from_array(X, chunks=60), da.from_array(targets, chunks=60)) if lazy else (X, targets)
+    moments = gather_moments(search, Xs, Ys, lazy, NumericTargets(3), n_folds=3, fold_key=fold_key(0),
+                             maps=(pairs, checks, 20))
+    size = sum(m.nbytes for m in moments)
+    spec = MappedSpec(MomentsSpec(NumericTargets(3), 3), tuple(pairs), tuple(checks))
+    assert sum(m.nbytes for m in mapped_moments(0, spec, X[:60], targets[:60])) == size
+    X32 = X.astype(np.float32)  # float32 maps: a block's partial in float32, folded in float64
+    maps32 = [RBFSampler(random_state=0, **p).fit(X32) for p in _points(grid)]
+    spec32 = MappedSpec(spec.moments, tuple((type(m)._block_fn, m._state(np.float32)) for m in maps32), spec.checks)
+    assert sum(m.nbytes for m in mapped_moments(0, spec32, X32[:60], targets[:60])) < size
+    with dask.config.set({"dkapprox.cv-statistics-bytes": size}):
+        fitted = search.fit(Xs, Ys)
+    np.testing.assert_array_equal(fitted.fold_sizes_, moments[0].count)  # the same pass, the same folds
+    with dask.config.set({"dkapprox.cv-statistics-bytes": size - 1}):
+        with pytest.raises(ValueError, match=rf"would take {size:,} bytes a task \(the sum over n_candidates=4 "
+                                             rf".* n_components from 7 to 20, n_targets=3\), more than "
+                                             rf"dkapprox.cv-statistics-bytes={size - 1:,} bytes: "):
+            FeatureMapRidgeCV(RBFSampler(random_state=0), grid, n_folds=3).fit(Xs, Ys)
