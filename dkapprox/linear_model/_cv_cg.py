@@ -6,6 +6,8 @@ alphas, 20 iterations of every column cost about as much as the statistics; with
 early, a fraction of it. Here, for each gamma, the columns of every alpha and fold (and of the model on
 every row) are one ``m x k`` block of right-hand sides, so a block of rows is read once a pass for the
 whole grid, the kernel slice of each gamma is formed once for all its columns, and two GEMMs serve them.
+The rbf gammas share one product per slice (:func:`grid_kernel_parts`); a block's rows are taken fold by
+fold, so a slice's GEMMs skip the columns its rows are held out of (:class:`_FoldProducts`).
 
 Per candidate (gamma, alpha) the columns are each fold's training problem and the all-rows problem
 (the refit, advanced alongside: the chosen model is the search's own column, CG continued to ``tol``):
@@ -28,10 +30,20 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.extmath import row_norms
 
 from .._graph import SizedState
 from ._cv_stats import block_folds, fold_sums, regression_scores
-from ._falkon import _cholesky, _factor_threads, _solve_upper, kernel_parts
+from ._falkon import (
+    FACTORED64_SLICE_ELEMENTS,
+    FACTORED_EXPONENT_LIMIT,
+    RBF32_SLICE_ELEMENTS,
+    _cholesky,
+    _factor_threads,
+    _solve_upper,
+    centers_kernel,
+)
 from ._moments import check_weights
 
 #: successive halving after these passes (the scores then are of the iterates after one pass fewer)
@@ -43,6 +55,9 @@ JUDGED_RESIDUAL = 0.05
 #: candidate-iterations ran, yet a pass cost 24 s against 25 s at full width (profiled): each gamma's
 #: exponentials are paid while any of its candidates runs, and halving keeps the unjudged
 RUNNING_COST = 0.9
+#: a block's products pad each fold's columns with zeros to a multiple of this: OpenBLAS's float32 GEMM
+#: (SkylakeX kernels, one thread, 128 x 2,048 kernel slices) took 239 us for 30 columns and 193 us for 32
+GEMM_COLUMNS = 8
 #: CG iterations the route choice expects (Falkon's usual count at tol 1e-3 to 1e-4: the learning study's
 #: KernelRidgeClassifier took 20), capped by max_iter
 EXPECTED_ITERATIONS = 20
@@ -73,6 +88,11 @@ def cg_partial(row_start, state, X, *others):
     ``products[g]``: ``K^T W_-f K v`` (or ``K^T W_-f y``) per column (m, c); ``scores[g]``: per fold the
     held-out squared errors (n_folds, k * t), or weighted correct counts (n_folds, k) for a classifier;
     ``sums``: :func:`._cv_stats.fold_sums` (first pass) or None.
+
+    The block's rows are taken fold by fold (a stable sort of their folds), so each kernel slice lies in
+    one fold ``f``: its products skip the columns of fold ``f`` (those rows are held out of them: a
+    sixth of the products at 5 folds), and its held-out predictions are one GEMM with the other
+    columns' (``[B v | S_f]``), with no gather of the fold's rows.
     """
     others = list(others)
     y = others.pop(0)
@@ -85,53 +105,147 @@ def cg_partial(row_start, state, X, *others):
     Y = np.asarray(state.targets.encode(y, np.float64), dtype=np.float64)
     folds = block_folds(row_start, state, rows, label_block)
     sums = fold_sums(Y, w, folds, state.n_folds) if state.first else None
-    products, scores = [], []
-    for centers, V, colfold, coltarget, S in zip(state.centers, state.V, state.colfold, state.coltarget, state.S):
-        m = centers.points.shape[0]
-        b, slices = kernel_parts(centers, X, dtype)
-        Vb = None if V is None else (V if b is None else V * b[:, None]).astype(dtype)
-        Sb = None if S is None else (S if b is None else S * b[None, :, None]).astype(dtype)
-        g = np.zeros((m, len(colfold)))
-        out = None if S is None else np.zeros((state.n_folds, S.shape[2] // (Y.shape[1] if state.classify else 1)))
-        for s, E, a in slices:
-            fs, ws = folds[s], w[s].astype(dtype)
-            if len(colfold):
-                mask = ws[:, None] * (fs[:, None] != colfold[None, :])
-                if Vb is None:
-                    U = Y[s][:, coltarget].astype(dtype) * mask
-                    if a is not None:
-                        U *= a[:, None]
+    order = np.argsort(folds, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(folds, minlength=state.n_folds))])
+    X, Y, w = X[order], Y[order], w[order]
+    bs, slices = grid_kernel_parts(state.centers, X, dtype, bounds)
+    work = [_FoldProducts(state, i, b, dtype, Y.shape[1]) for i, b in enumerate(bs)]
+    for f, s, i, E, a in slices:
+        work[i].add(f, E, a, Y[s], w[s])
+    products = [job.products() for job in work]
+    return products, [job.out for job in work], sums
+
+
+class _FoldProducts:
+    """One gamma's products and held-out scores in a block, a fold's slices at a time."""
+
+    def __init__(self, state, i, b, dtype, t):
+        V, S, colfold = state.V[i], state.S[i], np.asarray(state.colfold[i])
+        self.m, self.F, self.classify = state.centers[i].points.shape[0], state.n_folds, state.classify
+        self.coltarget, self.dtype, self.b, self.colfold = np.asarray(state.coltarget[i]), dtype, b, colfold
+        self.first = V is None
+        Vb = None if V is None else (V if b is None else V * b[:, None])
+        Sb = None if S is None else (S if b is None else S * b[None, :, None])
+        self.train = [np.flatnonzero(colfold != f) for f in range(self.F)]  # the columns fold f's rows train
+        # B v's width in W[f], padded with zero columns
+        self.lead = [0 if V is None else _padded(self.train[f].size) for f in range(self.F)]
+        self.W = [None] * self.F  # per fold: [B v (its training columns, padded) | S_f], in the blocks' dtype
+        for f in range(self.F):
+            parts = [] if Vb is None else [Vb[:, self.train[f]], np.zeros((self.m, self.lead[f] - self.train[f].size))]
+            parts += [] if Sb is None else [Sb[f]]
+            self.W[f] = np.ascontiguousarray(np.hstack(parts), dtype=dtype) if parts else None
+        self.acc = [np.zeros((self.m, self.lead[f] if self.lead[f] else self.train[f].size)) for f in range(self.F)]
+        self.out = None if S is None else np.zeros((self.F, S.shape[2] // (t if self.classify else 1)))
+
+    def add(self, f, E, a, Y, w):
+        c, lead = self.train[f].size, self.lead[f]
+        out = None if self.W[f] is None else E @ self.W[f]
+        if c:
+            if self.first:  # the right-hand sides K^T W_-f y
+                U = (Y[:, self.coltarget[self.train[f]]] * (w if a is None else w * a)[:, None]).astype(self.dtype)
+            else:  # the padding's zero columns stay zero
+                U = out[:, :lead] * (w if a is None else w * a * a)[:, None].astype(self.dtype)
+            self.acc[f] += E.T @ U
+        if self.out is not None:
+            P = out[:, lead:].astype(np.float64)
+            if a is not None:
+                P *= a[:, None]
+            self.out[f] += _held_out(P, Y, w, self.classify)
+
+    def products(self):
+        g = np.zeros((self.m, self.colfold.size))
+        for f in range(self.F):
+            if self.train[f].size:
+                g[:, self.train[f]] += self.acc[f][:, : self.train[f].size]
+        if self.b is not None:
+            g *= self.b[:, None]
+        return g
+
+
+def _padded(c):
+    """``c`` columns padded to a multiple of :data:`GEMM_COLUMNS` (fewer than that: as they are)."""
+    return c if c < GEMM_COLUMNS else -(-c // GEMM_COLUMNS) * GEMM_COLUMNS
+
+
+def _held_out(P, Y, w, classify):
+    """A fold's slice's held-out errors (or correct counts) of its iterates ``P`` (rows, k * t)."""
+    rows, t = Y.shape
+    P = P.reshape(rows, -1, t)
+    if classify:
+        got = P.argmax(axis=2) if t > 1 else (P[:, :, 0] > 0).astype(np.intp)
+        truth = Y.argmax(axis=1) if t > 1 else (Y[:, 0] > 0).astype(np.intp)
+        return w @ (got == truth[:, None])
+    err = P - Y[:, None, :]
+    return w @ (err * err).reshape(rows, -1)
+
+
+def grid_kernel_parts(centers, X, dtype, bounds):
+    """``(bs, slices)``: each candidate's ``b`` (or None) and the slices ``(f, s, i, E, a)`` with
+    ``k_i(X[s], C) = diag(a) E diag(b_i)``, each ``s`` inside ``bounds[f]:bounds[f + 1]``.
+
+    Candidates of the rbf kernel on dense rows share one product per slice, ``D = x'.c'`` (``x' = x - mu``,
+    ``c' = c - mu``, ``mu`` the centers' mean): the issue's "distances computed once for all gammas". A
+    candidate is factored (:class:`._falkon._RBFFactors`: ``E = exp(2 gamma D)``) where its exponents stay
+    in range, else ``E = exp(-gamma max(|x'|^2 + |c'|^2 - 2 D, 0))``: the distances of
+    :func:`._falkon._rbf32_slices`, centered. At m = 2,048, 20 float32 features, the product costs
+    twice an exponential (one thread: 241 us against 127 us a 128-row slice), so 5 gammas' slices cost
+    2.4x one gamma's, not 5x. Other kernels (and sparse rows) are each formed as KernelRidge forms them.
+    """
+    points = centers[0].points
+    shared = (not sp.issparse(X) and not sp.issparse(points) and X.shape[0] > 0
+              and all(isinstance(c.kernel.metric, str) and c.kernel.metric == "rbf"
+                      and (c.points is points or np.array_equal(c.points, points))
+                      for c in centers))
+    if not shared:
+        return [None] * len(centers), _each_kernel(centers, X, dtype, bounds)
+    C = np.asarray(points, dtype=np.float64)
+    mu = C.mean(axis=0)
+    c_norms = row_norms(C - mu, squared=True)
+    x_norms = row_norms(np.asarray(X, dtype=np.float64) - mu, squared=True)
+    gammas = [dict(c.kernel.params).get("gamma") for c in centers]
+    gammas = [1.0 / C.shape[1] if g is None else float(g) for g in gammas]
+    factored = [g * (x_norms.max() + c_norms.max()) <= FACTORED_EXPONENT_LIMIT for g in gammas]
+    bs = [np.exp(-g * c_norms) if ok else None for g, ok in zip(gammas, factored)]
+    return bs, _rbf_slices(X, (C - mu).astype(dtype), mu, x_norms, c_norms, gammas, factored, dtype, bounds)
+
+
+def _rbf_slices(X, Cc, mu, x_norms, c_norms, gammas, factored, dtype, bounds):
+    m = Cc.shape[0]
+    elements = RBF32_SLICE_ELEMENTS if dtype == np.float32 else FACTORED64_SLICE_ELEMENTS
+    rows = max(1, min(X.shape[0], elements // m))
+    D, E = np.empty((rows, m), dtype=dtype), np.empty((rows, m), dtype=dtype)
+    x = np.empty((rows, Cc.shape[1]), dtype=dtype)
+    a = [np.exp(-g * x_norms).astype(dtype) if ok else None for g, ok in zip(gammas, factored)]
+    ref = 2 * gammas[0]  # x' is scaled by it before the product: a lone gamma's slice is one GEMM and one exp
+    for f in range(len(bounds) - 1):
+        for lo in range(bounds[f], bounds[f + 1], rows):
+            hi = min(lo + rows, bounds[f + 1])
+            d, e, xs = D[: hi - lo], E[: hi - lo], x[: hi - lo]
+            np.subtract(X[lo:hi], mu, out=xs, casting="unsafe")
+            xs *= ref
+            np.matmul(xs, Cc.T, out=d)  # 2 gamma_0 x'.c'
+            s = slice(lo, hi)
+            for i, g in enumerate(gammas):
+                if g * 2 == ref:
+                    np.copyto(e, d)
                 else:
-                    U = E @ Vb
-                    U *= mask if a is None else mask * (a * a)[:, None]
-                g += E.T @ U
-            if Sb is not None:
-                _score_slice(out, E, a, Sb, Y[s], w[s], fs, state.classify)
-        if b is not None:
-            g *= b[:, None]
-        products.append(g)
-        scores.append(out)
-    return products, scores, sums
+                    np.multiply(d, g * 2 / ref, out=e)
+                if not factored[i]:  # -gamma |x' - c'|^2 = 2 gamma x'.c' - gamma |x'|^2 - gamma |c'|^2, at most 0
+                    e -= (g * x_norms[s]).astype(dtype)[:, None]
+                    e -= (g * c_norms).astype(dtype)[None, :]
+                    np.minimum(e, 0, out=e)
+                np.exp(e, out=e)
+                yield f, s, i, e, None if a[i] is None else a[i][s]
 
 
-def _score_slice(out, E, a, Sb, Y, w, folds, classify):
-    """Add a slice's held-out errors (or correct counts) of every fold's iterates to ``out``."""
-    t = Y.shape[1]
-    for f in range(Sb.shape[0]):
-        mine = np.flatnonzero(folds == f)
-        if mine.size == 0:
+def _each_kernel(centers, X, dtype, bounds):
+    for f in range(len(bounds) - 1):
+        if bounds[f + 1] == bounds[f]:
             continue
-        P = (E[mine] @ Sb[f]).astype(np.float64)
-        if a is not None:
-            P *= a[mine, None]
-        P = P.reshape(mine.size, -1, t)
-        if classify:
-            got = P.argmax(axis=2) if t > 1 else (P[:, :, 0] > 0).astype(np.intp)
-            truth = Y[mine].argmax(axis=1) if t > 1 else (Y[mine, 0] > 0).astype(np.intp)
-            out[f] += w[mine] @ (got == truth[:, None])
-        else:
-            err = P - Y[mine][:, None, :]
-            out[f] += w[mine] @ (err * err).reshape(mine.size, -1)
+        part = X[bounds[f]: bounds[f + 1]]
+        for i, c in enumerate(centers):
+            for s, K in centers_kernel(c, part, dtype):
+                yield f, slice(bounds[f] + s.start, bounds[f] + s.stop), i, K, None
 
 
 def combine_cg(parts):
