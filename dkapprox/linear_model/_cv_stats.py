@@ -1,20 +1,21 @@
-"""A kernel ridge grid search's statistics: one pass for every (gamma, alpha, fold), solved on the driver.
+"""A kernel ridge grid search's statistics: one pass for every (kernel, alpha, fold), solved on the driver.
 
 With ``m`` centers ``C``, kernel ridge restricted to their span (the model of :mod:`._falkon`) solves
 
     (K_nC^T W K_nC + alpha K_CC) a = K_nC^T W y,   K_CC + jitter I = T^T T (upper Cholesky factor).
 
 With the Nystroem features ``Phi = K_nC T^-1`` and ``z = T a`` this is a ridge regression,
-``(Phi^T W Phi + alpha I) z = Phi^T W y``. Split the rows into folds. For each gamma and fold ``f``
-one pass gathers ``Q_f = Phi_f^T W_f Phi_f`` (``m x m``) and ``r_f = Phi_f^T W_f y_f``, with the
-fold's ``sum w``, ``sum w y`` and ``sum w y^2``. The model trained without fold ``f`` solves
+``(Phi^T W Phi + alpha I) z = Phi^T W y``. Split the rows into folds. For each kernel candidate (a
+gamma, with a point of ``kernel_params``'s grid) and fold ``f`` one pass gathers ``Q_f = Phi_f^T W_f
+Phi_f`` (``m x m``) and ``r_f = Phi_f^T W_f y_f``, with the fold's ``sum w``, ``sum w y`` and ``sum w
+y^2``. The model trained without fold ``f`` solves
 ``(Q - Q_f + alpha I) z = r - r_f`` (``Q``, ``r``: the sums over folds), for every alpha at once from
 one eigendecomposition, on the driver; its weighted squared error on fold ``f`` is
 
     SSE_f(z) = sum_f w y^2 - 2 z^T r_f + z^T Q_f z,
 
 exactly, so regression scores (R^2, mean squared error) need no second pass. The final model solves
-``(Q + alpha I) z = r`` with the chosen gamma and alpha, and ``a = T^-1 z``: the refit costs no pass
+``(Q + alpha I) z = r`` with the chosen kernel and alpha, and ``a = T^-1 z``: the refit costs no pass
 either. The classifier's accuracy needs each held-out row's predicted class, so it reads the data once
 more (:func:`fold_predictions_partial`).
 
@@ -24,7 +25,8 @@ orders of the same rows gave predictions 1e-3 apart. ``Phi``'s entries are bound
 k(x_i, x_i)``) and ``Q + alpha I`` is conditioned by alpha alone.
 
 A block's cost: the distances to the centers once (rbf, laplacian), an exponential, a triangular
-solve (``rows x m^2 / 2``) and ``rows x m^2`` multiply-adds per gamma (each row lands in one fold).
+solve (``rows x m^2 / 2``) and ``rows x m^2`` multiply-adds per kernel candidate (each row lands in one
+fold).
 Every kernel value and product is float64, whatever the data's dtype.
 """
 
@@ -38,7 +40,6 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 
 from .._graph import SizedState
-from ..nystroem.kernels import Kernel
 from ._moments import check_weights, hashed_folds
 
 #: kernel values per slice of rows (32 MiB of float64)
@@ -52,34 +53,32 @@ SHARED_DISTANCE = {"rbf": lambda a, b: euclidean_distances(a, b, squared=True),
 class GridState(SizedState):
     """What each block of a search pass needs (shipped once)."""
 
-    metric: object  # a kernel name
-    params: tuple  # the kernel's other parameters (degree, coef0), sorted items
-    gammas: np.ndarray  # (n_gammas,)
+    kernels: tuple  # (n_kernels,) Kernel: each kernel candidate's full parameters (gamma, degree, coef0)
     centers: np.ndarray  # (m, n_features), float64
-    factors: np.ndarray  # (n_gammas, m, m): each gamma's upper Cholesky factor T of K_CC + jitter I
+    factors: np.ndarray  # (n_kernels, m, m): each kernel's upper Cholesky factor T of K_CC + jitter I
     n_folds: int
     fold_key: int  # hashed folds; unused when labels is not None
     labels: np.ndarray | None  # the sorted distinct fold labels, when the user gave them
     targets: object  # .encode(y_block, dtype) -> (rows, n_targets)
     weighted: bool
     check: object = None  # a BlockCheck of X
-    coefs: np.ndarray | None = None  # (n_gammas, n_folds, m, n_alphas * n_targets): the scoring pass
+    coefs: np.ndarray | None = None  # (n_kernels, n_folds, m, n_alphas * n_targets): the scoring pass
 
 
 def kernels(state, part):
-    """``k_gamma(part, centers)`` for each gamma in turn (a generator: one slice's kernel alive at a time),
-    float64, the distances computed once."""
+    """``k(part, centers)`` for each kernel candidate in turn (a generator: one slice's kernel alive at a
+    time), float64; rbf's and laplacian's distances computed once for all their gammas."""
     part = part.toarray() if sp.issparse(part) else np.asarray(part)
     part = part.astype(np.float64, copy=False)
-    distance = SHARED_DISTANCE.get(state.metric)
-    if distance is not None:
-        D = distance(part, state.centers)
-        for g in state.gammas:
-            yield np.exp(-g * D)
-        return
-    for g in state.gammas:
-        yield Kernel(state.metric, tuple(sorted({**dict(state.params), "gamma": float(g)}.items()))).between(
-            part, state.centers)
+    shared = {}  # a metric's distances, for the candidates that differ from each other in gamma alone
+    for kernel in state.kernels:
+        distance = SHARED_DISTANCE.get(kernel.metric)
+        if distance is None:
+            yield kernel.between(part, state.centers)
+            continue
+        if kernel.metric not in shared:
+            shared[kernel.metric] = distance(part, state.centers)
+        yield np.exp(-dict(kernel.params)["gamma"] * shared[kernel.metric])
 
 
 def block_folds(row_start, state, rows, label_block):
@@ -105,8 +104,8 @@ def _unpack(state, others):
 
 
 def statistics_partial(row_start, state, X, *others):
-    """``(Q, r, sums, positives, counts)`` of one row block: ``Q`` (n_gammas, n_folds, m, m) and ``r``
-    (n_gammas, n_folds, m, t) of the features ``Phi = K T^-1``;
+    """``(Q, r, sums, positives, counts)`` of one row block: ``Q`` (n_kernels, n_folds, m, m) and ``r``
+    (n_kernels, n_folds, m, t) of the features ``Phi = K T^-1``;
     ``sums`` (n_folds, 3, t): each fold's sum w, sum w y, sum w y^2; ``positives`` (n_folds, t): rows whose
     target is positive (the classifier's classes a fold holds), and ``counts`` (n_folds,): rows."""
     y, label_block, w = _unpack(state, others)
@@ -116,7 +115,7 @@ def statistics_partial(row_start, state, X, *others):
     Y = np.asarray(state.targets.encode(y, np.float64), dtype=np.float64)
     w = np.ones(rows) if w is None else check_weights(w, rows)
     folds = block_folds(row_start, state, rows, label_block)
-    n_g, n_f, m, t = len(state.gammas), state.n_folds, state.centers.shape[0], Y.shape[1]
+    n_g, n_f, m, t = len(state.kernels), state.n_folds, state.centers.shape[0], Y.shape[1]
     G, r = np.zeros((n_g, n_f, m, m)), np.zeros((n_g, n_f, m, t))
     sums, positives, counts = fold_sums(Y, w, folds, n_f)
     for f in range(n_f):
@@ -170,14 +169,14 @@ def symmetric(Q):
 
 
 def fold_predictions_partial(row_start, state, X, *others):
-    """Weighted correct counts ``(n_gammas, n_folds, n_alphas)`` and each fold's weight, of one block:
+    """Weighted correct counts ``(n_kernels, n_folds, n_alphas)`` and each fold's weight, of one block:
     each held-out row's class under every candidate model trained without its fold (``state.coefs``)."""
     y, label_block, w = _unpack(state, others)
     rows = X.shape[0]
     Y = np.asarray(state.targets.encode(y, np.float64), dtype=np.float64)
     w = np.ones(rows) if w is None else check_weights(w, rows)
     folds = block_folds(row_start, state, rows, label_block)
-    n_g, n_f = len(state.gammas), state.n_folds
+    n_g, n_f = len(state.kernels), state.n_folds
     t = Y.shape[1]
     n_alphas = state.coefs.shape[3] // t
     correct, weight = np.zeros((n_g, n_f, n_alphas)), np.zeros(n_f)
@@ -198,11 +197,11 @@ def combine_predictions(parts):
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
-def center_factor(metric, params, gamma, centers):
+def center_factor(kernel, centers):
     """``T``, upper, with ``T^T T = K_CC + jitter I``: Falkon's jitter (:class:`._falkon.Preconditioner`)."""
     from ._falkon import Preconditioner
 
-    K = Kernel(metric, tuple(sorted({**dict(params), "gamma": float(gamma)}.items()))).between(centers, centers)
+    K = kernel.between(centers, centers)
     return Preconditioner(0.5 * (K + K.T), [1.0]).T
 
 

@@ -1,4 +1,4 @@
-"""KernelRidgeCV and KernelRidgeClassifierCV: gamma, alpha and folds searched in one pass over the data."""
+"""KernelRidgeCV and KernelRidgeClassifierCV: the kernel's parameters, alpha and folds searched in one pass."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from . import _cv_cg as cg
 from . import _cv_stats as cv
+from . import _kernel_grid
 from ._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
 from ._falkon import Centers
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
@@ -66,6 +67,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         "kernel": [StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) - {"precomputed"})],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
         "n_centers": [Interval(Integral, 1, None, closed="left"), None],
         "centers": _FalkonKernelRidge._parameter_constraints["centers"],
         "center_params": [dict, None],
@@ -80,13 +82,14 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
     _scorings: tuple = ()
 
     def __init__(self, alphas=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0), *, gammas=None, kernel="rbf", degree=3, coef0=1,
-                 n_centers=None, centers="uniform", center_params=None, cv=5, scoring=None, route="auto", tol=1e-4,
-                 max_iter=100, halving_factor=3, random_state=None):
+                 kernel_params=None, n_centers=None, centers="uniform", center_params=None, cv=5, scoring=None,
+                 route="auto", tol=1e-4, max_iter=100, halving_factor=3, random_state=None):
         self.alphas = alphas
         self.gammas = gammas
         self.kernel = kernel
         self.degree = degree
         self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.n_centers = n_centers
         self.centers = centers
         self.center_params = center_params
@@ -98,9 +101,17 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self.halving_factor = halving_factor
         self.random_state = random_state
 
+    def _validate_params(self):
+        """scikit-learn's check of each parameter, then ``kernel_params``'s grid against the kernel: before any
+        data is read (and the command line's usage errors come from here)."""
+        super()._validate_params()
+        _kernel_grid.kernel_points(self.kernel, self.kernel_params)
+
     def _kernel(self) -> Kernel:
-        gamma = getattr(self, "gamma_", None)
-        return Kernel(self.kernel, tuple(sorted({"gamma": gamma, "degree": self.degree, "coef0": self.coef0}.items())))
+        """The chosen kernel (a model saved before ``degree_`` and ``coef0_`` existed: the fixed ones)."""
+        params = {"gamma": getattr(self, "gamma_", None), "degree": getattr(self, "degree_", self.degree),
+                  "coef0": getattr(self, "coef0_", self.coef0)}
+        return Kernel(self.kernel, tuple(sorted(params.items())))
 
     # -- the grid -------------------------------------------------------------------------------
     def _grid(self, name, values):
@@ -148,27 +159,28 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             raise ValueError(f"cv as fold labels needs at least 2 distinct folds; got {distinct.size}.")
         return int(distinct.size), distinct, labels
 
-    def _check_size(self, n_gammas, n_folds, m, n_alphas, n_targets):
+    def _check_size(self, n_kernels, n_folds, m, n_alphas, n_targets):
         """The route's partial must fit ``dkapprox.cv-statistics-bytes``: the statistics route's ``m x m`` per
-        gamma and fold; the CG route's columns. Returns whether the statistics fit (route='auto' then
-        takes CG); raises if the route the user named does not fit."""
+        kernel candidate (gamma, with a point of ``kernel_params``) and fold; the CG route's columns. Returns
+        whether the statistics fit (route='auto' then takes CG); raises if the route the user named does not fit."""
         limit = int(dask.config.get("dkapprox.cv-statistics-bytes", STATISTICS_BYTES))
-        columns = n_gammas * n_alphas * (n_folds + 1) * n_targets
+        kernels = "n_gammas" if self.kernel_params is None else "n_kernels (gammas x kernel_params points)"
+        columns = n_kernels * n_alphas * (n_folds + 1) * n_targets
         cg_size = 3 * columns * m * 8  # directions, iterates to score, products
         if self.route != "statistics" and cg_size > limit:
             most = max(0, int(limit / (3 * 8 * columns)))
             raise ValueError(
-                f"The search's CG columns would take {_size(cg_size)} a task ({columns} columns = n_gammas x "
+                f"The search's CG columns would take {_size(cg_size)} a task ({columns} columns = {kernels} x "
                 f"n_alphas x (n_folds + 1) x n_targets, of n_centers={m} float64, three times), more than "
                 f"dkapprox.cv-statistics-bytes={_size(limit)}: use at most {most} centers with this grid, or "
                 "fewer gammas, alphas or folds (or raise the limit where the workers have the memory).")
-        size = n_gammas * n_folds * m * m * 8
+        size = n_kernels * n_folds * m * m * 8
         if size > limit and self.route == "auto":
             return False
         if size > limit:
-            most = max(0, int((limit / (8 * n_gammas * n_folds)) ** 0.5))
+            most = max(0, int((limit / (8 * n_kernels * n_folds)) ** 0.5))
             raise ValueError(
-                f"The search's statistics would take {_size(size)} a task (n_gammas={n_gammas} x "
+                f"The search's statistics would take {_size(size)} a task ({kernels}={n_kernels} x "
                 f"n_folds={n_folds} x n_centers^2={m}^2 float64), more than dkapprox.cv-statistics-bytes="
                 f"{_size(limit)}: use at most {most} centers with this grid, or fewer gammas or folds "
                 "(or raise the limit where the workers have the memory), or route='cg'.")
@@ -181,6 +193,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         seconds = {}
         alphas = self._grid("alphas", self.alphas)
         gammas = self._grid("gammas", self.gammas)
+        kernel_points = _kernel_grid.kernel_points(self.kernel, self.kernel_params)
         scoring = self._scoring()
         if _xp.namespace(X._meta if lazy else X) is not None:
             raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
@@ -199,10 +212,11 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         n_folds, labels, label_array = self._folds(X, lazy, n_samples)
         selector = self._selector(X)
         m = self._n_centers(n_samples, selector)
-        statistics_fit = self._check_size(gammas.size, n_folds, m, alphas.size, targets.n_targets)
-        params = (("coef0", self.coef0), ("degree", self.degree))
-        middle = float(np.sort(gammas)[gammas.size // 2])
-        kernel = Kernel(self.kernel, tuple(sorted({**dict(params), "gamma": middle}.items())))
+        fixed = {"coef0": self.coef0, "degree": self.degree}
+        candidates, kernels = _kernel_grid.kernel_candidates(self.kernel, fixed, kernel_points, gammas)
+        statistics_fit = self._check_size(len(kernels), n_folds, m, alphas.size, targets.n_targets)
+        middle = {**kernel_points[len(kernel_points) // 2], "gamma": float(np.sort(gammas)[gammas.size // 2])}
+        kernel = _kernel_grid.kernel_of(self.kernel, fixed, middle)
         chosen = selector.select(rows, m, kernel, check_random_state(self.random_state))
         points = chosen.components
         points64 = np.asarray(points.toarray() if sp.issparse(points) else points, dtype=np.float64)
@@ -217,19 +231,21 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             self.input_persisted_ = False
         arrays = [X, y] + ([] if label_array is None else [label_array]) + ([] if weights is None else [weights])
         t0 = time.perf_counter()
-        factors = np.stack([cv.center_factor(self.kernel, params, g, points64) for g in gammas])
+        factors = np.stack([cv.center_factor(k, points64) for k in kernels])
         seconds["factors"] = time.perf_counter() - t0
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
-        grid = _Grid(self.kernel, params, gammas, alphas, points64, factors, n_folds, fold_key(self.random_state),
-                     labels, targets, weights is not None, 1.0 if constant is None else float(constant), scoring,
-                     classes, dtype)
+        grid = _Grid(kernels, candidates, alphas, points64, factors, n_folds, fold_key(self.random_state), labels,
+                     targets, weights is not None, 1.0 if constant is None else float(constant), scoring, classes,
+                     dtype)
         t0 = time.perf_counter()
         self.route_, self.route_seconds_ = self._choose_route(grid, statistics_fit, n_samples)
         seconds["route"] = time.perf_counter() - t0
         route = self._statistics_route if self.route_ == "statistics" else self._cg_route
         result = route(grid, arrays, lazy, check if lazy else None, n_samples, seconds)
         g, a = result["best"]
-        self.gamma_, self.alpha_ = float(gammas[g]), float(alphas[a])
+        best = dict(kernels[g].params)
+        self.gamma_, self.alpha_ = float(best["gamma"]), float(alphas[a])
+        self.degree_, self.coef0_ = best["degree"], best["coef0"]
         self.centers_ = points.astype(dtype) if points.dtype != dtype else points
         self.center_indices_ = chosen.indices
         self.center_passes_ = rows.passes
@@ -239,9 +255,10 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self.n_splits_ = n_folds
         seconds["total"] = time.perf_counter() - started
         self.phase_seconds_ = seconds
-        _progress.news(log, "%s: %d gammas x %d alphas x %d folds by %s in %d passes, %.1f s: best gamma=%g "
-                       "alpha=%g (%s %.4g)", type(self).__name__, gammas.size, alphas.size, n_folds, self.route_,
-                       self.passes_, seconds["total"], self.gamma_, self.alpha_, scoring, self.best_score_)
+        _progress.news(log, "%s: %d gammas x %d kernel_params points x %d alphas x %d folds by %s in %d passes, "
+                       "%.1f s: best %s, alpha=%g (%s %.4g)", type(self).__name__, gammas.size,
+                       len(kernels) // gammas.size, alphas.size, n_folds, self.route_, self.passes_, seconds["total"],
+                       _kernel_grid.shown(candidates[g]), self.alpha_, scoring, self.best_score_)
         return self
 
     def _choose_route(self, grid, statistics_fit, n_samples):
@@ -258,7 +275,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         if not statistics_fit:
             return "cg", {}
         m = grid.points.shape[0]
-        if 2.0 * n_samples * m * m * grid.gammas.size < PROBE_ABOVE_FLOPS:
+        if 2.0 * n_samples * m * m * len(grid.kernels) < PROBE_ABOVE_FLOPS:
             return "statistics", {}  # a second or so of work at most: the exact route, no probe, no chance
         probe = grid.points[: min(PROBE_ROWS, grid.points.shape[0])].astype(grid.dtype)
         rows = probe.shape[0]
@@ -266,7 +283,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         stats_state = grid.statistics_state(None, probe=True)
         runs = [lambda part, y: cv.statistics_partial(0, stats_state, part, y)]
         if grid.classes is not None:
-            coefs = np.zeros((grid.gammas.size, grid.n_folds, grid.points.shape[0],
+            coefs = np.zeros((len(grid.kernels), grid.n_folds, grid.points.shape[0],
                               grid.alphas.size * grid.targets.n_targets))
             pred_state = grid.statistics_state(None, coefs=coefs, probe=True)
             runs.append(lambda part, y: cv.fold_predictions_partial(0, pred_state, part, y))
@@ -280,7 +297,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
 
     def _statistics_route(self, grid, arrays, lazy, check, n_samples, seconds):
         """One pass of every fold's statistics, every candidate solved on the driver (:mod:`._cv_stats`)."""
-        gammas, alphas, n_folds, m = grid.gammas, grid.alphas, grid.n_folds, grid.points.shape[0]
+        n_k, alphas, n_folds, m = len(grid.kernels), grid.alphas, grid.n_folds, grid.points.shape[0]
         t0 = time.perf_counter()
         G, r, sums, positives, counts = self._pass(arrays, grid.statistics_state(check), lazy, cv.statistics_partial,
                                                    cv.combine_statistics)
@@ -292,15 +309,15 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self._check_folds(sums, positives, counts, n_samples, n_folds, grid.classes)
         t0 = time.perf_counter()
         G_all, r_all = G.sum(axis=1), r.sum(axis=1)
-        z = np.empty((gammas.size, n_folds, alphas.size, m, r.shape[3]))  # each candidate's T a
-        for g in range(gammas.size):
+        z = np.empty((n_k, n_folds, alphas.size, m, r.shape[3]))  # each candidate's T a
+        for g in range(n_k):
             for f in range(n_folds):
                 z[g, f] = cv.ridge_path(G_all[g] - G[g, f], r_all[g] - r[g, f], alphas)
         seconds["solves"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if grid.classes is None:
-            scores = np.empty((gammas.size, alphas.size, n_folds))
-            for g in range(gammas.size):
+            scores = np.empty((n_k, alphas.size, n_folds))
+            for g in range(n_k):
                 for f in range(n_folds):
                     for a in range(alphas.size):
                         coef = z[g, f, a]  # (m, t)
@@ -308,18 +325,18 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                             "mt,mn,nt->t", coef, G[g, f], coef)
                         scores[g, a, f] = cv.regression_scores(np.maximum(sse, 0.0), sums[f], grid.scoring)
         else:
-            # each candidate's a = T^-1 z, (n_gammas, n_folds, m, n_alphas * t): column a * t + target, as
+            # each candidate's a = T^-1 z, (n_kernels, n_folds, m, n_alphas * t): column a * t + target, as
             # fold_predictions_partial reads it
-            stacked = np.transpose(z, (0, 1, 3, 2, 4)).reshape(gammas.size, n_folds, m, -1)
+            stacked = np.transpose(z, (0, 1, 3, 2, 4)).reshape(n_k, n_folds, m, -1)
             stacked = np.stack([[scipy.linalg.solve_triangular(grid.factors[g], stacked[g, f], check_finite=False)
-                                 for f in range(n_folds)] for g in range(gammas.size)])
+                                 for f in range(n_folds)] for g in range(n_k)])
             correct, weight = self._pass(arrays, grid.statistics_state(None, coefs=stacked), lazy,
                                          cv.fold_predictions_partial, cv.combine_predictions)
             passes += 1
-            scores = np.moveaxis(correct / weight[None, :, None], 1, 2)  # (n_gammas, n_alphas, n_folds)
+            scores = np.moveaxis(correct / weight[None, :, None], 1, 2)  # (n_kernels, n_alphas, n_folds)
         seconds["scores"] = time.perf_counter() - t0
-        self._results(gammas, alphas, scores, sums[:, 0, 0])
-        g, a = np.unravel_index(self.best_index_, (gammas.size, alphas.size))
+        self._results(grid.candidates, alphas, scores, sums[:, 0, 0])
+        g, a = np.unravel_index(self.best_index_, (n_k, alphas.size))
         t0 = time.perf_counter()
         dual = scipy.linalg.solve_triangular(grid.factors[g], cv.ridge_path(G_all[g], r_all[g], [alphas[a]])[0],
                                              check_finite=False)
@@ -329,8 +346,8 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
     def _cg_route(self, grid, arrays, lazy, check, n_samples, seconds):
         """Every candidate's fold and all-rows columns advanced by CG in the same passes (:mod:`._cv_cg`),
         losing candidates dropped by successive halving; the chosen one's all-rows column run on to ``tol``."""
-        gammas, alphas, F, t = grid.gammas, grid.alphas, grid.n_folds, grid.targets.n_targets
-        n_g, n_a = gammas.size, alphas.size
+        alphas, F, t = grid.alphas, grid.n_folds, grid.targets.n_targets
+        n_g, n_a = len(grid.kernels), alphas.size  # g: a kernel candidate
         t0 = time.perf_counter()
         width = (F + 1) * t
         colfold, coltarget = np.repeat(np.arange(F + 1), t), np.tile(np.arange(t), F + 1)
@@ -407,7 +424,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         seconds["search"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         iterations = np.stack([gc.iterations for gc in columns])
-        self._results(gammas, alphas, scores, sums[:, 0, 0], dropped=dropped, iterations=iterations)
+        self._results(grid.candidates, alphas, scores, sums[:, 0, 0], dropped=dropped, iterations=iterations)
         g, a = np.unravel_index(self.best_index_, (n_g, n_a))
         best = columns[g]
         _, cols = best.dual(a)
@@ -421,8 +438,8 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         dual, cols = best.dual(a)
         if best.active[cols].any():
             warnings.warn(f"{type(self).__name__}: conjugate gradient did not converge in max_iter={self.max_iter} "
-                          f"iterations for the chosen gamma={gammas[g]:g}, alpha={alphas[a]:g}; increase max_iter.",
-                          ConvergenceWarning, stacklevel=3)
+                          f"iterations for the chosen {_kernel_grid.shown(grid.candidates[g])}, alpha={alphas[a]:g}; "
+                          "increase max_iter.", ConvergenceWarning, stacklevel=3)
         seconds["refit"] = time.perf_counter() - t0
         return {"best": (g, a), "dual": dual, "passes": passes, "n_iter": iteration + refit}
 
@@ -455,17 +472,18 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                                  f"of the classes {np.asarray(classes).tolist()}: use fewer folds, or fold labels "
                                  "that keep every class in each training set.")
 
-    def _results(self, gammas, alphas, scores, fold_weights, dropped=None, iterations=None):
-        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): gamma slowest.
+    def _results(self, candidates, alphas, scores, fold_weights, dropped=None, iterations=None):
+        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): the kernel candidates
+        (dicts of gamma and the searched kernel_params) slowest, in their order.
 
-        With the CG route, ``dropped`` (n_gammas, n_alphas) holds the iteration after which successive
+        With the CG route, ``dropped`` (n_kernels, n_alphas) holds the iteration after which successive
         halving dropped each candidate (0: kept) and ``iterations`` the CG iterations its fold columns
         ran. A dropped candidate's scores are those of its last iterates; it ranks after every kept one
         (as scikit-learn's halving searches choose among the last round), and only a kept one is chosen.
         """
-        n = gammas.size * alphas.size
+        n = len(candidates) * alphas.size
         dropped = np.zeros(n, dtype=int) if dropped is None else np.asarray(dropped).reshape(n)
-        results = search_results([{"gamma": float(g)} for g in gammas], alphas, scores)
+        results = search_results(list(candidates), alphas, scores)
         mean = results["mean_test_score"]
         kept = dropped == 0
         rank = np.empty(n, dtype=np.int32)
@@ -494,12 +512,11 @@ def _seconds(run, rows, y):
 class _Grid:
     """What both routes need: the grid, the centers and their factors, the folds, the targets."""
 
-    metric: str
-    params: tuple
-    gammas: np.ndarray
+    kernels: tuple  # (n_kernels,) Kernel: each kernel candidate's full parameters
+    candidates: tuple  # (n_kernels,) dicts: each one's searched parameters (gamma and kernel_params' names)
     alphas: np.ndarray
     points: np.ndarray  # (m, n_features) float64
-    factors: np.ndarray  # (n_gammas, m, m)
+    factors: np.ndarray  # (n_kernels, m, m)
     n_folds: int
     fold_key: int
     labels: np.ndarray | None
@@ -518,22 +535,22 @@ class _Grid:
 
     def statistics_state(self, check, coefs=None, probe=False):
         targets, labels, weighted = self._as(probe)
-        return cv.GridState(self.metric, self.params, self.gammas, self.points, self.factors, self.n_folds,
-                            self.fold_key, labels, targets, weighted, check, coefs)
+        return cv.GridState(self.kernels, self.points, self.factors, self.n_folds, self.fold_key, labels, targets,
+                            weighted, check, coefs)
 
     def centers(self, g):
-        kernel = Kernel(self.metric, tuple(sorted({**dict(self.params), "gamma": float(self.gammas[g])}.items())))
-        return Centers(kernel, self.points.astype(self.dtype))
+        """Kernel candidate ``g``'s centers: its kernel, the points in the blocks' dtype."""
+        return Centers(self.kernels[g], self.points.astype(self.dtype))
 
-    def cg_state(self, gammas, V, colfold, coltarget, S, first=False, check=None, probe=False):
+    def cg_state(self, live, V, colfold, coltarget, S, first=False, check=None, probe=False):
         targets, labels, weighted = self._as(probe)
-        return cg.CGPass(tuple(self.centers(g) for g in gammas), tuple(V), tuple(colfold), tuple(coltarget),
+        return cg.CGPass(tuple(self.centers(g) for g in live), tuple(V), tuple(colfold), tuple(coltarget),
                          tuple(S), self.n_folds, self.fold_key, labels, targets, weighted, self.classes is not None,
                          first, check)
 
     def probe_pass(self):
-        """A CG pass at its widest: every column of every gamma, every candidate scored."""
-        n_a, F, t, n_g = self.alphas.size, self.n_folds, self.targets.n_targets, self.gammas.size
+        """A CG pass at its widest: every column of every kernel candidate, every candidate scored."""
+        n_a, F, t, n_g = self.alphas.size, self.n_folds, self.targets.n_targets, len(self.kernels)
         m = self.points.shape[0]
         rng = np.random.default_rng(0)
         return self.cg_state(range(n_g), [rng.standard_normal((m, n_a * (F + 1) * t)) for _ in range(n_g)],

@@ -77,6 +77,9 @@ MODELS = [
                        n_folds=3, random_state=0), X64),
     (FeatureMapRidgeCV(RandomFourierFeatures(n_components=8, random_state=0),
                        {"kernel": ["rbf", "laplacian"], "length_scale": [0.5, 2.0]}, n_folds=3, random_state=0), X32),
+    # a grid of the kernel's other parameters: kernel_params a dict of lists, degree_ and coef0_ fitted
+    (KernelRidgeCV(alphas=(0.1, 1.0), gammas=(0.1,), kernel="poly", kernel_params={"degree": [1, 2], "coef0": [0.5, 1]},
+                   n_centers=20, cv=3, random_state=0), X64),
 ]
 
 
