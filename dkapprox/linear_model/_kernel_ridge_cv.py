@@ -255,10 +255,11 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         self.n_splits_ = n_folds
         seconds["total"] = time.perf_counter() - started
         self.phase_seconds_ = seconds
-        _progress.news(log, "%s: %d gammas x %d kernel_params points x %d alphas x %d folds by %s in %d passes, "
-                       "%.1f s: best %s, alpha=%g (%s %.4g)", type(self).__name__, gammas.size,
-                       len(kernels) // gammas.size, alphas.size, n_folds, self.route_, self.passes_, seconds["total"],
-                       _kernel_grid.shown(candidates[g]), self.alpha_, scoring, self.best_score_)
+        points = "" if self.kernel_params is None else f" x {len(kernel_points)} kernel_params points"
+        _progress.news(log, "%s: %d gammas%s x %d alphas x %d folds by %s in %d passes, %.1f s: best %s, alpha=%g "
+                       "(%s %.4g)", type(self).__name__, gammas.size, points, alphas.size, n_folds, self.route_,
+                       self.passes_, seconds["total"], _kernel_grid.shown(candidates[g]), self.alpha_, scoring,
+                       self.best_score_)
         return self
 
     def _choose_route(self, grid, statistics_fit, n_samples):
