@@ -593,14 +593,24 @@ _SEARCH_PARAMETERS = """
     kernel : str, default='rbf'
         A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` that takes ``gamma``.
         rbf and laplacian share one distance computation across the gammas; the others compute
-        the kernel once per gamma.
+        the kernel once per kernel candidate (a gamma, with a point of ``kernel_params``).
     degree, coef0 : float
-        Of the polynomial and sigmoid kernels, fixed during the search.
+        Of the polynomial and sigmoid kernels, fixed during the search unless ``kernel_params``
+        names them (its values then replace these).
+    kernel_params : dict of str to list, default=None
+        A grid of the kernel's other parameters to search, as ``GridSearchCV``'s ``param_grid``:
+        ``'degree'`` (poly) and ``'coef0'`` (poly, sigmoid) to non-empty lists of finite numbers,
+        e.g. ``{'degree': [2, 3], 'coef0': [0, 1]}``. Its points, in ``ParameterGrid``'s order,
+        are crossed with ``gammas``: each (point, gamma) is a kernel candidate, each candidate's
+        kernel computed once a block, its factor once. A name the kernel does not take, and
+        ``'gamma'`` (the grid is ``gammas``), are refused. None: the fixed ``degree`` and ``coef0``.
+        Not scikit-learn ``KernelRidge``'s ``kernel_params`` (a callable kernel's fixed arguments):
+        the search takes named kernels only.
     n_centers : int, default=None
         Number of centers ``m``, chosen once for the whole search; None: ``min(1000, n_samples)``.
     centers : {'uniform', 'kmeans', 'leverage', 'rpcholesky'} or array-like, default='uniform'
         As in :class:`KernelRidge`. A kernel-dependent method (leverage, rpcholesky) uses the
-        grid's middle gamma.
+        grid's middle gamma (with ``kernel_params``' middle point).
     center_params : dict, default=None
     cv : int, array-like of shape (n_samples,), K-fold splitter or list of (train, test), default=5
         An int: that many folds, by a seeded hash of the global row index (chunk-invariant; the
@@ -612,9 +622,9 @@ _SEARCH_PARAMETERS = """
         @SCORINGS@
     route : {'auto', 'statistics', 'cg'}, default='auto'
         How every candidate is solved. 'statistics': one pass of per-fold ``m x m`` statistics, every
-        candidate solved exactly on the driver (``2 n m^2`` multiply-adds a gamma). 'cg': Falkon's CG
-        with every candidate's fold columns in the same passes (about ``4 n m`` a column and
-        iteration), losing candidates dropped by successive halving. 'auto': the statistics route when
+        candidate solved exactly on the driver (``2 n m^2`` multiply-adds a kernel candidate). 'cg':
+        Falkon's CG with every candidate's fold columns in the same passes (about ``4 n m`` a column
+        and iteration), losing candidates dropped by successive halving. 'auto': the statistics route when
         its pass is small (under 2e10 multiply-adds) or, when its statistics would not fit
         ``dkapprox.cv-statistics-bytes``, CG; otherwise the one whose block functions, timed on the
         driver over the same rows, cost less (``route_seconds_``).
@@ -633,17 +643,23 @@ _SEARCH_PARAMETERS = """
 
 _SEARCH_ATTRIBUTES = """
     cv_results_ : dict of ndarrays
-        scikit-learn's ``GridSearchCV.cv_results_`` keys: ``params``, ``param_gamma``, ``param_alpha``,
+        scikit-learn's ``GridSearchCV.cv_results_`` keys: ``params``, ``param_gamma``, ``param_alpha``
+        (and ``param_degree``, ``param_coef0`` for the names of ``kernel_params``),
         ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``. One
-        candidate per (gamma, alpha), gamma slowest. Also ``n_iterations`` (the CG iterations each
-        candidate's fold columns ran; 0 on the statistics route) and ``dropped_at_iteration`` (the
-        iteration after which halving dropped it, 0 if kept). A dropped candidate's scores are those of
-        its last iterates, and it ranks after every kept one.
+        candidate per (kernel_params point, gamma, alpha), the point slowest, alpha fastest. Also
+        ``n_iterations`` (the CG iterations each candidate's fold columns ran; 0 on the statistics
+        route) and ``dropped_at_iteration`` (the iteration after which halving dropped it, 0 if
+        kept). A dropped candidate's scores are those of its last iterates, and it ranks after every
+        kept one.
     best_params_ : dict
     best_score_ : float
     best_index_ : int
     gamma_, alpha_ : float
         The chosen candidate's.
+    degree_, coef0_ : float
+        The chosen candidate's kernel's (the fixed ``degree``, ``coef0`` where ``kernel_params`` does
+        not name them): ``predict`` is ``KernelRidge(alpha=alpha_, kernel=kernel, gamma=gamma_,
+        degree=degree_, coef0=coef0_)`` on ``centers_``.
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_targets)
         The chosen model refitted on every row (from the same statistics: no further pass).
     centers_, center_indices_, center_passes_ :
@@ -671,33 +687,35 @@ _SEARCH_ATTRIBUTES = """
 """
 
 _SEARCH_NOTES = """
-    One pass over the data gathers, for every gamma and fold, the fold's ``G_f = K^T W K`` (``m x
-    m``) and ``K^T W y``: each block's distances to the centers once, an exponential per gamma, and
-    its rows' products added to their own fold's sums. Every (gamma, alpha, fold) candidate is then
-    solved on the driver, ``(G - G_f + alpha K_CC) a = r - r_f``, and scored on its held-out fold
-    @SCORED@; the chosen model solves ``(G + alpha K_CC) a = r``. The cost is ``n m^2`` multiply-adds
-    per gamma, and the statistics take ``n_gammas x n_folds x m^2`` float64 a task (the search
+    One pass over the data gathers, for every kernel candidate (a gamma, with a point of
+    ``kernel_params``) and fold, the fold's ``G_f = K^T W K`` (``m x m``) and ``K^T W y``: each
+    block's distances to the centers once (rbf, laplacian; other kernels once a candidate), an
+    exponential per gamma, and its rows' products added to their own fold's sums. Every (kernel,
+    alpha, fold) candidate is then solved on the driver, ``(G - G_f + alpha K_CC) a = r - r_f``, and
+    scored on its held-out fold @SCORED@; the chosen model solves ``(G + alpha K_CC) a = r``. The cost
+    is ``n m^2`` multiply-adds per kernel candidate, and the statistics take ``n_kernels x n_folds x
+    m^2`` float64 a task (``n_kernels``: the gammas times the points of ``kernel_params``; the search
     refuses more than ``dkapprox.cv-statistics-bytes``, 2 GiB, and says how many centers fit).
     Every candidate solved this way is the exact Nystroem kernel ridge solution :class:`KernelRidge`'s
     CG converges to.
 
     The CG route (``route='cg'``, or 'auto' where it measures cheaper) solves the same problems by
-    Falkon's preconditioned CG (:class:`KernelRidge`'s), each gamma's columns (every alpha and fold,
-    and the all-rows problem of each candidate, which becomes the chosen model) advanced together: a
-    pass forms each gamma's kernel slice once for all its columns, and scores every candidate's
+    Falkon's preconditioned CG (:class:`KernelRidge`'s), each kernel candidate's columns (every alpha
+    and fold, and the all-rows problem of each candidate, which becomes the chosen model) advanced
+    together: a pass forms each kernel's slice once for all its columns, and scores every candidate's
     previous iterates on its held-out rows on the way. Its cost is about ``(4 (n_folds + 1) + 2)
-    n_alphas n m`` multiply-adds a gamma and iteration while every candidate runs; converged and
-    dropped candidates cost nothing more.
+    n_alphas n m`` multiply-adds a kernel candidate and iteration while every candidate runs;
+    converged and dropped candidates cost nothing more.
 """
 
 
 class KernelRidgeCV(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelRidgeSearch):
-    __doc__ = f"""Kernel ridge with gamma and alpha chosen by K-fold cross-validation, out of core, in one pass.
+    __doc__ = f"""Kernel ridge with gamma, alpha (and degree, coef0) chosen by K-fold cross-validation in one pass.
 
     The grid search ``GridSearchCV(KernelRidge(kernel, n_centers=m), {{'gamma': gammas, 'alpha':
-    alphas}}, cv=...)`` would run as ``n_gammas x n_alphas x n_folds`` whole fits; this reads the
-    data once for all of them (plus the centers' passes), and refits the best on every row from the
-    same statistics.
+    alphas, **kernel_params}}, cv=...)`` would run as ``n_gammas x n_alphas x n_folds`` whole fits
+    (times the points of ``kernel_params``, a grid of degree or coef0); this reads the data once for
+    all of them (plus the centers' passes), and refits the best on every row from the same statistics.
     {_SEARCH_PARAMETERS.replace("@SCORINGS@", "'r2' (default), 'neg_mean_squared_error' or "
                                 "'neg_root_mean_squared_error', averaged over targets, weighted by "
                                 "sample_weight: scores a fold's statistics give exactly.")}
@@ -724,6 +742,13 @@ class KernelRidgeCV(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelRidg
     (True, np.int64(0))
     >>> round(search.score(X, y), 2), round(by_cg.score(X, y), 2)
     (0.98, 0.98)
+
+    A polynomial kernel's degree searched with its gamma and alpha, in the same one pass:
+
+    >>> poly = KernelRidgeCV(alphas=[1e-3, 1e-1], gammas=[0.1, 1], kernel="poly", kernel_params={{"degree": [2, 3]}},
+    ...                      n_centers=300, random_state=0).fit(X, y)
+    >>> poly.best_params_, poly.degree_, poly.passes_
+    ({{'alpha': 0.001, 'degree': 3, 'gamma': 1.0}}, 3, 2)
     """
     _scorings = REGRESSION_SCORINGS
 
