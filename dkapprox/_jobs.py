@@ -504,14 +504,14 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
 
 
 def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, centers, alpha, kernel, gamma, tol,
-                           max_iter, random_state, params, route=None):
+                           max_iter, random_state, params, route=None, kernel_params=None):
     """The unfitted KernelRidge[Classifier], or with ``n_folds`` its CV search; usage errors name the option."""
     from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 
     common = (("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"),
               ("kernel", kernel, "--kernel"))
     if n_folds is None:
-        for given, option in ((alphas, "--alphas"), (gammas, "--gammas")):
+        for given, option in ((alphas, "--alphas"), (gammas, "--gammas"), (kernel_params, "--kernel-params")):
             if given is not None:
                 raise click.UsageError(f"{option} is a grid to search: give --cv N with it, or --alpha / --gamma")
         if route is not None:
@@ -523,11 +523,23 @@ def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, cent
         if given is not None:
             raise click.UsageError(f"{option} does not go with --cv: the search chooses it; give the grid with "
                                    "--alphas and --gammas")
-    grid = [("alphas", _floats(alphas, "--alphas"), "--alphas"), ("gammas", _floats(gammas, "--gammas"), "--gammas")]
+    grid = [("alphas", _floats(alphas, "--alphas"), "--alphas"), ("gammas", _floats(gammas, "--gammas"), "--gammas"),
+            ("kernel_params", _json(kernel_params, "--kernel-params"), "--kernel-params")]
     solver = (("route", route, "--route"), ("tol", tol, "--tol"), ("max_iter", max_iter, "--max-iter"))
     return build_estimator(KernelRidgeClassifierCV if classify else KernelRidgeCV,
                            common + (("cv", n_folds, "--cv"),) + tuple(grid) + solver, random_state=random_state,
                            params=params)
+
+
+def _json(text, option):
+    """A JSON value given on the command line (None: not given); the estimator checks what it holds."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise click.BadParameter(f"expected JSON, e.g. '{{\"degree\": [2, 3]}}', got {text!r}",
+                                 param_hint=option) from None
 
 
 def _floats(text, option):
@@ -551,8 +563,9 @@ def log_search(est):
     for i in sorted(range(len(results["params"])), key=lambda i: (results["rank_test_score"][i], i)):
         p = results["params"][i]
         dropped = int(results["dropped_at_iteration"][i])
-        log.info("  rank %3d  gamma=%-10.4g alpha=%-10.4g %s %.5f +- %.5f%s", results["rank_test_score"][i],
-                 p["gamma"], p["alpha"], scoring, results["mean_test_score"][i], results["std_test_score"][i],
+        others = "".join(f" {k}={v:<6g}" for k, v in sorted(p.items()) if k not in ("gamma", "alpha"))
+        log.info("  rank %3d  gamma=%-10.4g%s alpha=%-10.4g %s %.5f +- %.5f%s", results["rank_test_score"][i],
+                 p["gamma"], others, p["alpha"], scoring, results["mean_test_score"][i], results["std_test_score"][i],
                  f"  (dropped after CG iteration {dropped})" if dropped else "")
 
 
@@ -570,13 +583,19 @@ def fit_learner(est, X, y):
     return est
 
 
+def _chosen(params) -> str:
+    """A search's chosen parameters: gamma first, alpha last, the kernel's others between."""
+    others = [f"{k}={v:g}" for k, v in sorted(params.items()) if k not in ("gamma", "alpha")]
+    return ", ".join([f"gamma={params['gamma']:g}", *others, f"alpha={params['alpha']:g}"])
+
+
 def describe_fit(est) -> str:
     """What a kernel ridge fit did, in a few words: its centers, CG iterations, residual and passes."""
     kept = "kept in the workers' memory" if est.input_persisted_ else "read every pass"
     if hasattr(est, "cv_results_"):
         return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
                 f"{len(est.cv_results_['params'])} candidates x {est.n_splits_} folds in {est.passes_} passes over "
-                f"the input ({kept}): best gamma={est.gamma_:g}, alpha={est.alpha_:g} "
+                f"the input ({kept}): best {_chosen(est.best_params_)} "
                 f"({est.scoring or est._scorings[0]} {est.best_score_:.4f})")
     residual = float(est.residuals_[-1]) if len(est.residuals_) else 0.0
     converged = "" if residual <= est.tol else f" > tol={est.tol:g}: did not converge"

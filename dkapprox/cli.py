@@ -526,6 +526,9 @@ def kernel_ridge_options(fn):
     fn = click.option("--gammas", metavar="G[,G...]",
                       help="With --cv: the bandwidths to search (positive numbers) [default: gamma='scale' times "
                            "0.1, 0.3, 1, 3 and 10].")(fn)
+    fn = click.option("--kernel-params", metavar="JSON",
+                      help='With --cv: a grid of the kernel\'s other parameters to search with the gammas, e.g. '
+                           '\'{"degree": [2, 3], "coef0": [0, 1]}\' with --kernel poly.')(fn)
     fn = click.option("--alphas", metavar="A[,A...]",
                       help="With --cv: the regularization strengths to search (positive numbers) "
                            "[default: 1e-3, 1e-2, 0.1, 1, 10, 100].")(fn)
@@ -561,25 +564,25 @@ def kernel_ridge_options(fn):
               help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
 @storage_options
 @cluster_options
-def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, route, alphas, gammas, centers,
-                 alpha, kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path, overwrite,
-                 progress, storage_option_items, cluster_config, scheduler, start_timeout):
+def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, route, alphas, kernel_params, gammas,
+                 centers, alpha, kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path,
+                 overwrite, progress, storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit kernel ridge regression (--classify: classification) on INPUT (a Zarr array, or a Parquet dataset's
     --columns) and its targets, and save it to --out.
 
     Falkon's preconditioned conjugate gradient over n_centers Nystroem centers: the centers' passes, then
     one pass over INPUT for the right-hand side and one per CG iteration, each logged; the n x m kernel
-    matrix is never stored. With --cv N, gamma and alpha are chosen from --gammas and --alphas by N-fold
-    cross-validation: the centers' passes, then one pass of per-fold statistics (classes: one more) or CG
-    passes shared by every candidate (--route), every candidate's score logged, the best refitted and saved
-    with its cv_results_ (`dkapprox info` shows them).
+    matrix is never stored. With --cv N, gamma and alpha are chosen from --gammas and --alphas (and the
+    kernel's other parameters from --kernel-params) by N-fold cross-validation: the centers' passes, then one
+    pass of per-fold statistics (classes: one more) or CG passes shared by every candidate (--route), every
+    candidate's score logged, the best refitted and saved with its cv_results_ (`dkapprox info` shows them).
     `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
     from . import models
 
     options = parse_storage_options(storage_option_items) or None
     est = kernel_ridge_estimator(classify, n_folds, alphas, gammas, n_centers=n_centers, centers=centers,
                                  alpha=alpha, kernel=kernel, gamma=gamma, tol=tol, max_iter=max_iter,
-                                 random_state=random_state, params=params, route=route)
+                                 random_state=random_state, params=params, route=route, kernel_params=kernel_params)
     target_columns = parse_columns(target_column, "--target-column")
     check_targets_given(target, target_columns)
     refuse_existing_model(model_path, overwrite, options)

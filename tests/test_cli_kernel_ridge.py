@@ -313,11 +313,37 @@ def test_cv_by_the_cg_route_logs_its_iterations_and_what_it_dropped(work, capsys
     assert sum("dropped after CG iteration" in line for line in fit.stderr.splitlines()) == int((dropped > 0).sum())
 
 
+def test_cv_searches_kernel_params_and_logs_them_in_the_table(work, capsys):
+    """--kernel poly --kernel-params: the degree searched with gamma and alpha, as the Python search does."""
+    from dkapprox.linear_model import KernelRidgeCV
+
+    base, c = work["dir"], work["c"]
+    fit = in_process(capsys, "kernel-ridge", base / "x.zarr", "--target", base / "y.zarr", "--cv", 3, "--alphas",
+                     "0.1", "--gammas", "0.1,1", "--kernel", "poly", "--kernel-params", '{"degree": [1, 3]}',
+                     "--n-centers", 30, "--out", base / "poly", *c)
+    assert fit.returncode == 0, fit.stderr
+    est = KernelRidgeCV(alphas=[0.1], gammas=[0.1, 1], kernel="poly", kernel_params={"degree": [1, 3]},
+                        n_centers=30, cv=3, random_state=0)
+    est.fit(io.open_array(base / "x.zarr"), open_target(base / "y.zarr"))
+    model = models.load(base / "poly")
+    assert model.kernel_params == {"degree": [1, 3]} and model.best_params_ == est.best_params_
+    assert model.degree_ == est.best_params_["degree"]
+    np.testing.assert_array_equal(model.cv_results_["mean_test_score"], est.cv_results_["mean_test_score"])
+    table = [line for line in fit.stderr.splitlines() if "rank " in line]
+    assert len(table) == 4 and all("degree=" in line for line in table), fit.stderr
+    best = est.best_params_
+    assert f"best gamma={best['gamma']:g}, degree={best['degree']}, alpha=0.1 (r2 " in fit.stdout, fit.stdout
+
+
 @pytest.mark.parametrize("args, fragment", [
     (("--route", "cg"), "--route is how a search (--cv N) solves its candidates: give --cv N with it"),
     (("--cv", 3, "--alpha", 1), "--alpha does not go with --cv"),
     (("--alphas", "1,2"), "--alphas is a grid to search: give --cv N with it"),
     (("--cv", 3, "--gammas", "0.1,-1"), "expected positive numbers separated by commas"),
+    (("--kernel-params", '{"degree": [2]}'), "--kernel-params is a grid to search: give --cv N with it"),
+    (("--cv", 3, "--kernel-params", "{degree: 2}"), "expected JSON"),
+    (("--cv", 3, "--kernel-params", '{"degree": [2]}'), "kernel_params names 'degree', which kernel='rbf' does not"),
+    (("--cv", 3, "--kernel", "poly", "--kernel-params", '{"degree": []}'), "need to be a non-empty sequence"),
 ])
 def test_cv_usage_errors_name_the_option(work, capsys, args, fragment):
     base = work["dir"]
