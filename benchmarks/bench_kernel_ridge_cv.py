@@ -16,7 +16,7 @@ grid run as whole fits estimated as the one fit's time x 150 (not run: said so).
 
     python benchmarks/bench_kernel_ridge_cv.py --part choice [--routes statistics,cg]
     python benchmarks/bench_kernel_ridge_cv.py --part cost [--rows 1000000] [--routes auto,statistics,cg]
-    python benchmarks/bench_kernel_ridge_cv.py --part out-of-core [--ooc-rows 20000000]
+    python benchmarks/bench_kernel_ridge_cv.py --part out-of-core [--ooc-rows 20000000] [--ooc-route cg]
 
 ``--part out-of-core``: the search on a Zarr store larger than the workers' memory (2 x 10^7 x 20 float32,
 1.5 GiB, two workers of 600 MiB): whether the input was persisted, the passes, and the bytes each
@@ -193,13 +193,14 @@ def out_of_core(args):
                 Client(cluster) as client:
             started = time.perf_counter()
             search = KernelRidgeCV(alphas=ALPHAS, gammas=[0.005, 0.015, 0.05, 0.15, 0.5], n_centers=args.ooc_centers,
-                                   cv=5, random_state=0)
+                                   cv=5, random_state=0, route=args.ooc_route, tol=1e-3, max_iter=args.max_iter)
             search.fit(io.open_array(f"{tmp}/x.zarr"), da.from_zarr(f"{tmp}/y.zarr"))
             seconds = time.perf_counter() - started
             spilled = client.run(lambda dask_worker: getattr(dask_worker.data, "spilled_total", None))
     print_table(f"out of core: a Zarr store of {rows:,} x {d} float32 ({data_bytes / 2**30:.2f} GiB) in "
                 f"{rows // chunk} blocks, LocalCluster(2x1) at memory_limit {limit / 2**20:.0f} MiB a worker, "
-                f"m = {args.ooc_centers}, 5 gammas x 6 alphas x 5 folds",
+                f"m = {args.ooc_centers}, 5 gammas x 6 alphas x 5 folds, route {search.route_} (asked: "
+                f"{args.ooc_route}), tol 1e-3, max_iter {args.max_iter}",
                 ["s", "passes", "input persisted", "spilled (memory, disk) bytes a worker", "best gamma / alpha",
                  "best r2"],
                 [[seconds, search.passes_, search.input_persisted_, "; ".join(str(v) for v in spilled.values()),
@@ -212,6 +213,7 @@ def main():
     parser.add_argument("--ooc-rows", type=int, default=20_000_000)
     parser.add_argument("--ooc-centers", type=int, default=256)
     parser.add_argument("--ooc-worker-bytes", type=int, default=600 * 2**20)
+    parser.add_argument("--ooc-route", default="auto", choices=("auto", "statistics", "cg"))
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=50_000)
     parser.add_argument("--centers", type=int, default=2048)

@@ -52,8 +52,9 @@ HALVING_PASSES = (4, 8, 16, 32, 64, 128)
 JUDGED_RESIDUAL = 0.05
 #: a CG pass's cost, as a fraction of a pass with every candidate running, on average over a search: on the
 #: learning study (10^6 rows, m = 2,048, 5 gammas x 6 alphas x 5 folds, tol 1e-3, max_iter 20) 0.70 of the
-#: candidate-iterations ran, yet a pass cost 24 s against 25 s at full width (profiled): each gamma's
-#: exponentials are paid while any of its candidates runs, and halving keeps the unjudged
+#: candidate-iterations ran, yet a pass cost 24 s against 25 s at full width (profiled, before the gammas
+#: shared their product: each gamma's exponentials are paid while any of its candidates runs, and halving
+#: keeps the unjudged). Not measured again since; the GEMMs' larger share now would put it lower
 RUNNING_COST = 0.9
 #: a block's products pad each fold's columns with zeros to a multiple of this: OpenBLAS's float32 GEMM
 #: (SkylakeX kernels, one thread, 128 x 2,048 kernel slices) took 239 us for 30 columns and 193 us for 32

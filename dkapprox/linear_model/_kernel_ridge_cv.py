@@ -786,8 +786,9 @@ class KernelRidgeClassifierCV(StreamedScore, ClassifierMixin, _KernelRidgeSearch
     >>> import dask.array as da
     >>> from sklearn.datasets import load_digits
     >>> from dkapprox.linear_model import KernelRidgeClassifierCV
-    >>> X, y = load_digits(return_X_y=True)
-    >>> X, y = da.from_array(X / 16, chunks=300), da.from_array(y, chunks=300)
+    >>> digits = load_digits()
+    >>> X = da.from_array(digits.data / 16, chunks=300)
+    >>> y = da.from_array(digits.target, chunks=300)
     >>> search = KernelRidgeClassifierCV(alphas=[1e-3, 1e-1], gammas=[0.02, 0.2], n_centers=400, random_state=0)
     >>> search.fit(X, y).best_params_["gamma"]
     0.02
