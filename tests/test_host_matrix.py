@@ -79,6 +79,13 @@ def _run(core_type):
         env=_env(core_type), capture_output=True, text=True, timeout=900, cwd=TESTS.parent)
 
 
+def crash_report(stderr: str) -> str:
+    """The part of a run's stderr that says what failed: from a fatal error's first line (faulthandler's
+    traceback of the crashed thread comes before the extension modules it lists last), else the tail."""
+    start = stderr.find("Fatal Python error")
+    return stderr[start:start + 3000] if start >= 0 else stderr[-1000:]
+
+
 def own_kernel() -> str | None:
     """The OpenBLAS kernel this process loaded (None without OpenBLAS)."""
     import threadpoolctl
@@ -126,7 +133,8 @@ def test_parity_and_chunking_hold_under_every_openblas_kernel_this_cpu_runs(requ
             continue
         report.append(f"{core_type} -> {loaded}: " + (tests.stdout.strip().splitlines() or ["(no output)"])[-1])
         if tests.returncode != 0:
-            failures.append(f"{core_type}:\n{tests.stdout[-3000:]}\n{tests.stderr[-1000:]}")
+            failures.append(f"{core_type} (exit {tests.returncode}):\n{tests.stdout[-3000:]}\n"
+                            f"{crash_report(tests.stderr)}")
     print("OpenBLAS core types exercised:\n  " + "\n  ".join(report))
     assert not failures, "\n".join(failures)
     assert len(runs) + (here in first) >= 3, f"fewer distinct kernels than the CPU offers: {report}"
@@ -147,3 +155,13 @@ def test_the_subset_counts_as_run_only_when_the_session_holds_all_of_it(request)
 
     assert subset_in_session([Item(path) for path in SUBSET + ["tests/test_cli.py"]])
     assert not subset_in_session([Item(path) for path in SUBSET[1:]])
+
+
+def test_a_crashed_runs_report_starts_at_its_fatal_error_not_at_the_extension_modules_it_lists_last():
+    crash = ("collected\nFatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+             '  File "tests/io/test_write_features.py", line 42 in test_x\n\nExtension modules: '
+             + ", ".join(f"module{i}" for i in range(300)) + " (total: 300)\n")
+    report = crash_report(crash)
+    assert report.startswith("Fatal Python error") and "test_write_features.py" in report
+    assert crash_report("E   AssertionError\n" * 200).endswith("E   AssertionError\n")
+    assert len(crash_report("x" * 5000)) == 1000
