@@ -2,7 +2,7 @@
 
 A notebook without a ``Client`` runs dask's threaded scheduler: several tasks in one process, each
 of whose products asked NumPy's OpenBLAS for a thread per core. dkapprox runs each block task on
-one BLAS thread, as a cluster's workers do (``dkapprox._blas``); ``dkapprox.share-blas-threads: false`` (dask
+one BLAS thread, as a cluster's workers do (``dkapprox.engine._blas``); ``dkapprox.share-blas-threads: false`` (dask
 config) is the "before". One run prints, for RBFSampler(1024) and Nystroem(1024) on ``--rows`` x 64
 (float32 with ``--repeats``, float64 once), the median seconds of one transform whose output is
 reduced to one column (the data already in the workers' memory), on:

@@ -118,7 +118,8 @@ def main(argv=None):
         args.workers, args.n_components = 4, 1024
     from distributed import Client, LocalCluster
 
-    from dkapprox import Nystroem, _graph
+    from dkapprox import Nystroem
+    from dkapprox.engine import _graph
 
     rng = np.random.default_rng(0)
     est = Nystroem(n_components=args.n_components, random_state=0).fit(

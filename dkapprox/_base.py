@@ -3,14 +3,14 @@
 A subclass says only what is particular to it:
 
 * ``_fit(X)``: draw the fitted attributes (``X`` is validated NumPy/sparse
-  or a dask array; use :mod:`dkapprox._graph` for any data statistic);
+  or a dask array; use :mod:`dkapprox.engine._graph` for any data statistic);
 * ``_state(dtype)``: the small frozen state the block function needs;
 * ``_block_fn``: a module-level ``block_fn(block, state)``;
 * ``_n_features_out``: the output width.
 
 This class takes every input through the one door (:func:`dkapprox._lazy.as_input`),
 validates it with scikit-learn's wording, dispatches NumPy input
-to an eager call and dask input to :func:`dkapprox._graph.map_rows`, and keeps
+to an eager call and dask input to :func:`dkapprox.engine._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
 array: turning it into a pandas frame would compute it). A dask DataFrame is
 read lazily, one block per partition; with ``set_output(transform="pandas")``
@@ -32,9 +32,10 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _graph, _lazy, _xarray, _xp
+from . import _lazy, _xarray, _xp
 from ._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
 from ._validation import BlockCheck, check_input
+from .engine import _graph
 
 
 class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator,
@@ -241,7 +242,7 @@ def _size(nbytes) -> str:
 def _fitted_summary(estimator):
     """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 KiB', or None before fit.
 
-    The state is what ``transform`` ships to the workers (:func:`dkapprox._graph.nbytes`),
+    The state is what ``transform`` ships to the workers (:func:`dkapprox.engine._graph.nbytes`),
     for input of the dtype the fitted arrays are kept in.
     """
     fitted = _fitted(estimator)

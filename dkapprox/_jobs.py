@@ -338,7 +338,7 @@ def storable(features):
     exactly ``transform(X).toarray()``; the model stays as fitted (a Python user loading it still
     gets sparse features). Mostly zeros: ``--compression zstd`` shrinks such a store.
     """
-    from . import _graph
+    from .engine import _graph
 
     if not _graph.is_sparse_meta(features):
         return features

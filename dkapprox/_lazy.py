@@ -1,6 +1,6 @@
 """Lazy input in, results out: the layer between the estimators and the engine.
 
-:mod:`dkapprox._graph` builds dask graphs and knows nothing above it. This
+:mod:`dkapprox.engine._graph` builds dask graphs and knows nothing above it. This
 module wraps it where an estimator meets the outside world:
 
 - every input goes through one door, :func:`as_input`, before validation or
@@ -30,7 +30,8 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import _graph, _progress, _xarray, _xp
+from . import _progress, _xarray, _xp
+from .engine import _graph
 
 __all__ = ["FLOAT_DTYPES", "Input", "as_dask", "as_frame", "as_input", "compute", "frame_as_dask"]
 

@@ -21,8 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
-from . import _graph, _lazy, _xp
+from . import _lazy, _xp
 from ._lazy import FLOAT_DTYPES
+from .engine import _graph
 
 
 def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non_negative=False,
@@ -198,7 +199,7 @@ class BlockCheck:
 
         One flag, reduced on the device; only a bad block is copied to the host, where
         scikit-learn's own checks raise their own messages. A map over device blocks calls the
-        function after queueing the block's work (:mod:`dkapprox._device_turns`), so the wait
+        function after queueing the block's work (:mod:`dkapprox.engine._device_turns`), so the wait
         does not empty the device's queue.
         """
         xp = _xp.namespace(block)

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from dkapprox import _graph
+from dkapprox.engine import _graph
 
 
 def _take_flagged(block, flags):

@@ -300,7 +300,7 @@ def compute_checked(lazy):
     """``lazy`` computed block by block, each block checked against the declared chunks, dtype and meta."""
     import dask
 
-    from dkapprox import _graph  # a delayed object a block, in both dask.array modes (to_delayed: legacy only)
+    from dkapprox.engine import _graph  # a delayed object a block, in both dask.array modes (to_delayed: legacy only)
 
     blocks = dask.compute(*_graph.delayed_blocks(lazy))
     for index, block in zip(np.ndindex(*lazy.numblocks), blocks):
@@ -319,7 +319,7 @@ def transform_by_blocks(est, X, rows):
 
     What a dask or Zarr transform of the same blocks must equal bit for bit (promise 1), and so
     computed as a block task computes them: on one BLAS thread (``threadpool_limits(1)``,
-    dkapprox/_blas.py). NumPy on the process's default threads is another computation: OpenBLAS
+    dkapprox/engine/_blas.py). NumPy on the process's default threads is another computation: OpenBLAS
     splits a product between two threads in another order under some kernels (``OPENBLAS_CORETYPE``
     Zen: 0.4 to 17% of the values of these tests' blocks differ in their last bits).
     """

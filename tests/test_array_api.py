@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import dkapprox
-from dkapprox import _graph, _registry, _stats, _xp
+from dkapprox import _registry, _stats, _xp
+from dkapprox.engine import _graph
 from dkapprox.kernel_approximation.rbf import fourier_features
 
 from ._estimators import CONTRACT

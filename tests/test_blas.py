@@ -1,4 +1,4 @@
-"""BLAS threads inside block tasks (dkapprox._blas, issue 30): one each under every scheduler, as on a
+"""BLAS threads inside block tasks (dkapprox.engine._blas, issue 30): one each under every scheduler, as on a
 cluster (so a block's bits never depend on what runs beside it), and the user's own setting back after
 every compute, whichever thread ran the last task."""
 
@@ -9,7 +9,7 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from dkapprox import _blas, _graph
+from dkapprox.engine import _blas, _graph
 
 
 def blas_threads():

@@ -315,7 +315,7 @@ def test_one_gpu_extra_per_cuda_major_version():
 @pytest.mark.gpu
 @pytest.mark.parametrize("turns", [True, False])
 def test_a_bad_block_among_dask_cupy_blocks_raises_scikit_learns_message_with_or_without_turns(turns):
-    """The check of a CuPy block is waited for after its work is queued (dkapprox._device_turns, issue 41)."""
+    """The check of a CuPy block is waited for after its work is queued (dkapprox.engine._device_turns, issue 41)."""
     import cupy
     import dask
 

@@ -17,8 +17,8 @@ from distributed import Client, LocalCluster
 from sklearn.base import BaseEstimator
 
 import dkapprox
-from dkapprox import _graph
 from dkapprox._stats import combine_block_moments, moments
+from dkapprox.engine import _graph
 
 
 def graph_bytes(arr):

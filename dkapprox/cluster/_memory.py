@@ -325,7 +325,7 @@ def _task_block(task, objs):
     fit's reductions) has lost them, so whoever computes one passes the arrays
     it reads among ``objs`` (see :func:`dkapprox._lazy.compute`). The task
     itself is looked at first, then the tasks nested in it (a pass or a write
-    holds its block's read and map, dkapprox._graph), then what it reads.
+    holds its block's read and map, dkapprox.engine._graph), then what it reads.
     """
     import dask
 

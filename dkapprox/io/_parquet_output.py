@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _graph
+from ..engine import _graph
 from ..errors import (
     IncompleteStoreError,
     InputChangedError,

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .. import _graph
+from ..engine import _graph
 from ..errors import IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
 from ._common import canonical_json, package_version, utc_now
 from ._identity import compare, has_listing, identify, listing_digest, save_listing

@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 
 from .. import _xp
 from .._base import BlockwiseTransformer
-from .._graph import SizedState
+from ..engine._graph import SizedState
 
 _TILE_BYTES = 8 * 2**20  # bound on the complex intermediate of one row tile
 

@@ -11,11 +11,12 @@ from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _graph, _jit, _lazy, _xp
+from .. import _jit, _lazy, _xp
 from .._base import BlockwiseTransformer
-from .._graph import SizedState
 from .._stats import combine_block_moments, moments
 from .._validation import BlockCheck
+from ..engine import _graph
+from ..engine._graph import SizedState
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampl
 from sklearn.utils import check_random_state
 
 from .. import _xp
-from .._graph import SizedState
 from .._validation import BlockCheck
+from ..engine._graph import SizedState
 from ._kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 
-from .._graph import SizedState
+from ..engine._graph import SizedState
 from ._cv_stats import block_folds, fold_sums, regression_scores
 from ._falkon import (
     FACTORED64_SLICE_ELEMENTS,

@@ -39,7 +39,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 
-from .._graph import SizedState
+from ..engine._graph import SizedState
 from ._moments import check_weights, hashed_folds
 
 #: kernel values per slice of rows (32 MiB of float64)

@@ -43,7 +43,7 @@ from sklearn.utils.extmath import row_norms
 from threadpoolctl import threadpool_limits
 
 from .. import _jit
-from .._graph import SizedState
+from ..engine._graph import SizedState
 from ..nystroem.kernels import kernel_slices
 from ._moments import check_weights
 

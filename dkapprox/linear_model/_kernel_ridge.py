@@ -15,9 +15,10 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph, _lazy, _progress, _xp
+from .. import _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
+from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from ..nystroem.landmarks import SELECTORS, Given, make_selector

@@ -19,9 +19,10 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .. import _graph, _lazy, _progress, _xp
+from .. import _lazy, _progress, _xp
 from .._sklearn_compat import Interval, StrOptions
 from .._validation import BlockCheck
+from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from . import _cv_cg as cg
@@ -289,7 +290,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             pred_state = grid.statistics_state(None, coefs=coefs, probe=True)
             runs.append(lambda part, y: cv.fold_predictions_partial(0, pred_state, part, y))
         full = grid.probe_pass()
-        with threadpool_limits(1):  # a block task's BLAS threads (dkapprox._blas)
+        with threadpool_limits(1):  # a block task's BLAS threads (dkapprox.engine._blas)
             cost = {"statistics": sum(_seconds(run, probe, zeros) for run in runs),
                     "cg": _seconds(lambda part, y: cg.cg_partial(0, full, part, y), probe, zeros)}
         cost["cg"] *= cg.expected_passes(self.max_iter)

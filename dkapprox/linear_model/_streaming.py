@@ -2,7 +2,7 @@
 
 In-memory input is validated by scikit-learn's ``validate_data`` (its
 messages) and cut into row slices; dask input is checked on metadata only and
-reduced with :func:`dkapprox._graph.reduce_aligned_rows`, so a fit reads the
+reduced with :func:`dkapprox.engine._graph.reduce_aligned_rows`, so a fit reads the
 data once and the driver receives only the statistics.
 """
 
@@ -19,10 +19,11 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from .. import _graph, _lazy, _xp
+from .. import _lazy, _xp
 from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
+from ..engine import _graph
 from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments
 from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
 

@@ -18,8 +18,8 @@ from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
 from .. import _jit, _xp
-from .._graph import SizedState
 from .._recycle import empty as recycled_empty
+from ..engine._graph import SizedState
 from ._device_kernels import device_between
 
 PRECOMPUTED = "precomputed"

@@ -47,8 +47,8 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
 from .. import _xp
-from .._graph import SizedState
 from .._random import GOLDEN, splitmix64
+from ..engine._graph import SizedState
 from .kernels import DEVICE_SLICE_ELEMENTS, row_slices
 from .leverage import leverage_scores, recursive_state
 from .rpcholesky import rpcholesky

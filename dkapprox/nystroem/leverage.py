@@ -34,7 +34,7 @@ import numpy as np
 from scipy import linalg
 
 from .. import _xp
-from .._graph import SizedState
+from ..engine._graph import SizedState
 from ._device_kernels import device_between, device_diagonal
 from .kernels import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
 from .normalization import symmetric_eig

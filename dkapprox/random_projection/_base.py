@@ -15,9 +15,10 @@ from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _graph, _lazy, _xp
+from .. import _lazy, _xp
 from .._base import BlockwiseTransformer
-from .._graph import SizedState
+from ..engine import _graph
+from ..engine._graph import SizedState
 
 
 @dataclass(frozen=True)

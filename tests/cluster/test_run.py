@@ -84,7 +84,8 @@ def test_parts_are_released_as_they_finish_and_a_spread_state_reaches_every_work
     those of a plain run; a spread state is on every worker before any block asks for it."""
     import dask.array as da
 
-    from dkapprox import Nystroem, _graph
+    from dkapprox import Nystroem
+    from dkapprox.engine import _graph
     from dkapprox.io import open_features, write_features
 
     X = np.random.default_rng(0).standard_normal((1200, 16)).astype(np.float32)
@@ -111,7 +112,7 @@ def test_parts_are_released_as_they_finish_and_a_spread_state_reaches_every_work
     from _rounding import transform_by_blocks
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(1, user_api="blas"):  # block tasks run on one BLAS thread (dkapprox._blas), as here
+    with threadpool_limits(1, user_api="blas"):  # block tasks run on one BLAS thread (dkapprox.engine._blas), as here
         expected = transform_by_blocks(est, X, 100)
     np.testing.assert_array_equal(open_features(tmp_path / "f.zarr").compute(), expected)
 

@@ -26,7 +26,7 @@ from dask.utils import key_split
 from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from dkapprox import _graph
+from dkapprox.engine import _graph
 
 # Scheduler task states of a task that still has to run (again). A task that
 # ran is "memory" (kept) or "released"/forgotten (consumed by its dependents).

@@ -238,10 +238,10 @@ def test_the_block_model_counts_each_row_aligned_array_plus_one_output_row(tmp_p
 
 
 def test_a_pass_task_is_named_by_the_block_read_inside_it(tmp_path):
-    # A fit's pass task holds its row's read and transform (dkapprox._graph.reduce_aligned_rows): a
+    # A fit's pass task holds its row's read and transform (dkapprox.engine._graph.reduce_aligned_rows): a
     # worker dying on it names the features' block nested in it, the largest thing it makes.
-    from dkapprox import _graph
     from dkapprox.cluster._memory import _task_block
+    from dkapprox.engine import _graph
     from dkapprox.linear_model._streaming import block_moments
 
     X = _input(tmp_path / "x.zarr", 4_000)

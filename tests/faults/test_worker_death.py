@@ -47,7 +47,8 @@ from distributed.client import FutureCancelledError
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
-from dkapprox import RBFSampler, _graph
+from dkapprox import RBFSampler
+from dkapprox.engine import _graph
 from dkapprox.linear_model import Ridge, RidgeCV
 
 pytestmark = pytest.mark.slow

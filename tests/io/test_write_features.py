@@ -15,7 +15,7 @@ from _rounding import transform_by_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dkapprox import _graph
+from dkapprox.engine import _graph
 from dkapprox.errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from dkapprox.io import describe, open_array, open_features, write_features
 from dkapprox.io.writer import _storable

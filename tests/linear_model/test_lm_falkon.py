@@ -13,7 +13,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from dkapprox import Nystroem, _graph
+from dkapprox import Nystroem
+from dkapprox.engine import _graph
 from dkapprox.linear_model import KernelRidge, KernelRidgeClassifier
 from dkapprox.linear_model._falkon import Centers, PassState, combine_normal, normal_partial
 from dkapprox.linear_model._targets import NumericTargets

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from _rounding import assert_chunking_promise, transform_by_blocks
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels, rbf_kernel
 
-from dkapprox import _graph
+from dkapprox.engine import _graph
 from dkapprox.nystroem import Nystroem
 from dkapprox.nystroem.kernels import Kernel, NystroemState, RBFSlices, row_slices
 

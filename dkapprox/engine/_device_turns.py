@@ -7,7 +7,7 @@ task ended its value check by copying a flag to the host: a wait for everything 
 it, while the others' launches queued behind it. Nystroem(1024) on an H200 fell from 10.1 M
 rows/s on one thread to 5.4 M on 16, 0.29 of the device's limit (issue 41).
 
-So a task on a device block (:func:`dkapprox._graph.map_rows`) does two things differently:
+So a task on a device block (:func:`dkapprox.engine._graph.map_rows`) does two things differently:
 
 - it queues its work (the check's reductions, the block function's kernels) inside
   :func:`turn`, a lock per device: one thread launches at a time, and a block's kernels sit

@@ -13,7 +13,7 @@ those into graphs:
   fit reads the data once whatever the number of blocks.
 
 Like dask's ``map_blocks``, this module takes functions and dask arrays and
-knows nothing above it: it imports nothing of dkapprox but :mod:`dkapprox._blas`,
+knows nothing above it: it imports nothing of dkapprox but :mod:`dkapprox.engine._blas`,
 the engine's other module, which runs every block task with the BLAS threads
 that the tasks running beside it leave free (tests/test_layers.py).
 Opening a Zarr array and computing under a cluster, with worker deaths
@@ -167,12 +167,12 @@ def _run_block(block, state, block_fn, check):
     block, state = byte_aligned(block), byte_aligned(state)
     if check is not None:
         check(block)
-    with task_threads():  # BLAS threads shared with the tasks running beside it (dkapprox._blas)
+    with task_threads():  # BLAS threads shared with the tasks running beside it (dkapprox.engine._blas)
         return block_fn(block, state)
 
 
 class InTask:
-    """``fn`` run inside :func:`dkapprox._blas.task_threads`; dask names its keys after ``fn`` still."""
+    """``fn`` run inside :func:`dkapprox.engine._blas.task_threads`; dask names its keys after ``fn`` still."""
 
     def __init__(self, fn):
         self.fn = fn
