@@ -5,7 +5,6 @@ pure NumPy block function over the row blocks of a dask array at
 ``transform``; NumPy input gives scikit-learn's numbers for the same seed.
 """
 
-from ._progress import compute
 from ._version import __version__ as __version__
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .linear_model import (
@@ -19,6 +18,7 @@ from .models import load, save
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
+from .utils._progress import compute
 
 __all__ = [
     "AdditiveChi2Sampler",

@@ -16,7 +16,7 @@ array: turning it into a pandas frame would compute it). A dask DataFrame is
 read lazily, one block per partition; with ``set_output(transform="pandas")``
 its features come back as a lazy dask DataFrame with its index and divisions
 (:func:`dkapprox._lazy.as_frame`). A 2-D
-``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox._xarray`), and
+``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox.utils._xarray`), and
 a fitted estimator's repr ends with what it holds (widths, landmarks, bytes);
 in Jupyter, its HTML adds a table of the fitted state: the bytes shipped to the
 workers, dtypes, and what a subclass adds (``_repr_facts``: Nystroem's landmarks).
@@ -32,10 +32,11 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _lazy, _xarray, _xp
-from ._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
+from . import _lazy, _xp
 from ._validation import BlockCheck, check_input
 from .engine import _graph
+from .utils import _xarray
+from .utils._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
 
 
 class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator,

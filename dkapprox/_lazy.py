@@ -17,7 +17,7 @@ module wraps it where an estimator meets the outside world:
   made the frame;
 - a fit's compute runs inside :func:`dkapprox.cluster.explain_worker_deaths`,
   so that workers dying on a block become one clear error (:func:`compute`),
-  with a progress display where a person is watching (:mod:`dkapprox._progress`).
+  with a progress display where a person is watching (:mod:`dkapprox.utils._progress`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import _progress, _xarray, _xp
+from . import _xp
 from .engine import _graph
+from .utils import _progress, _xarray
 
 __all__ = ["FLOAT_DTYPES", "Input", "as_dask", "as_frame", "as_input", "compute", "frame_as_dask"]
 
@@ -63,7 +64,7 @@ class Input:
     ``frame`` is the dask DataFrame (or Series) the lazy data was read from (its
     columns' names and dtypes for validation, its index for :func:`as_frame`), and
     ``dataarray`` the ``xarray.DataArray`` the data came in
-    (:func:`dkapprox._xarray.wrap_like`); None otherwise. scikit-learn's
+    (:func:`dkapprox.utils._xarray.wrap_like`); None otherwise. scikit-learn's
     ``set_output`` wraps in-memory results like ``data``.
     """
 
@@ -350,7 +351,7 @@ def compute(*objs, arrays=()):
     declare their chunks, so the error can name the block a dead task worked
     on. A graph cut into delayed blocks (a fit's reductions) has lost them.
     Each pass shows its progress in Jupyter or on a terminal
-    (:func:`dkapprox._progress.compute`; ``DKAPPROX_PROGRESS=0`` turns it off).
+    (:func:`dkapprox.utils._progress.compute`; ``DKAPPROX_PROGRESS=0`` turns it off).
     """
     from .cluster._memory import explain_worker_deaths  # imported here: distributed only when computing
 

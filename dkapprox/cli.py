@@ -86,8 +86,8 @@ from ._jobs import (
     write,
     write_parquet,
 )
-from ._sklearn_compat import InvalidParameterError
 from ._version import __version__
+from .utils._sklearn_compat import InvalidParameterError
 
 log = logging.getLogger("dkapprox")
 
@@ -303,7 +303,7 @@ def _client(cluster_config, scheduler, start_timeout=None):
 
 
 def _progress(flag):
-    if flag is not None:  # --progress/--no-progress: the fits' passes too (DKAPPROX_PROGRESS, dkapprox._progress)
+    if flag is not None:  # --progress/--no-progress: the fits' passes too (DKAPPROX_PROGRESS, dkapprox.utils._progress)
         os.environ["DKAPPROX_PROGRESS"] = "1" if flag else "0"
     return sys.stderr.isatty() if flag is None else flag
 

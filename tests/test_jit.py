@@ -51,7 +51,7 @@ def test_cos_and_sin_within_two_ulp_of_libm(limit):
 
 
 def test_touched_empty_gives_a_fresh_array_of_the_shape_and_dtype():
-    from dkapprox._system import touched_empty
+    from dkapprox.utils._system import touched_empty
 
     for shape, dtype in [((3000, 700), np.float64), ((5, 3), np.float32), ((0, 4), np.float64), ((1,), np.int64)]:
         a = touched_empty(shape, dtype)

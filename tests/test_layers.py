@@ -39,9 +39,8 @@ LAYERS = [
     # with a widget or a bar, used by lazy's fits and by the jobs' writer), array namespaces (_xp) and
     # the CUDA kernels of CuPy blocks (_xp_cuda),
     # block outputs that reuse the memory of dropped ones (_recycle)
-    ("helpers", ["dkapprox._sklearn_compat", "dkapprox._stats", "dkapprox._random", "dkapprox._xarray",
-                 "dkapprox._system", "dkapprox._recycle", "dkapprox._jit", "dkapprox._jit_kernels",
-                 "dkapprox._progress", "dkapprox._xp", "dkapprox._xp_cuda"],
+    ("helpers", ["dkapprox.utils", "dkapprox._stats", "dkapprox._recycle", "dkapprox._jit", "dkapprox._jit_kernels",
+                 "dkapprox._xp", "dkapprox._xp_cuda"],
      ["foundation"]),
     # clusters: configs to a client, worker deaths explained around a compute
     ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),

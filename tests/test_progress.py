@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import dkapprox
-from dkapprox import _progress
+from dkapprox.utils import _progress
 
 #: phases separated by markers on stderr; each phase's output is what it drew
 SCRIPT = r"""

@@ -1,4 +1,4 @@
-"""scikit-learn's private names live in dkapprox/_sklearn_compat.py, and nowhere else.
+"""scikit-learn's private names live in dkapprox/utils/_sklearn_compat.py, and nowhere else.
 
 That the package runs on the oldest scikit-learn (and the oldest of every other dependency)
 pyproject.toml allows is tests/test_packaging.py's: the wheel in a venv of the lower bounds,
@@ -13,7 +13,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dkapprox"
-COMPAT = PACKAGE / "_sklearn_compat.py"
+COMPAT = PACKAGE / "utils" / "_sklearn_compat.py"
 
 
 def _private_sklearn_imports(path):
@@ -36,10 +36,10 @@ def test_only_the_compat_module_imports_private_sklearn_names():
     wrong = [f"{path.relative_to(ROOT)}:{line}: {what}"
              for path in sorted(PACKAGE.rglob("*.py")) if path != COMPAT
              for line, what in _private_sklearn_imports(path)]
-    assert not wrong, "import these through dkapprox._sklearn_compat:\n" + "\n".join(wrong)
+    assert not wrong, "import these through dkapprox.utils._sklearn_compat:\n" + "\n".join(wrong)
 
 
 def test_the_compat_module_provides_every_name_it_lists():
-    from dkapprox import _sklearn_compat
+    from dkapprox.utils import _sklearn_compat
 
     assert [name for name in _sklearn_compat.__all__ if not hasattr(_sklearn_compat, name)] == []

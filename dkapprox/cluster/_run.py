@@ -18,9 +18,9 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
 
     ``progress`` draws distributed's text progress bar on stderr (dask's own
     ProgressBar prints nothing under a distributed client), or its widget
-    when it is ``"notebook"`` (:func:`dkapprox._progress.where` says which);
+    when it is ``"notebook"`` (:func:`dkapprox.utils._progress.where` says which);
     with ``parts``, a bar of the parts counted as they finish
-    (:class:`dkapprox._progress.CountBar`). Work still queued
+    (:class:`dkapprox.utils._progress.CountBar`). Work still queued
     when this returns by an exception (Ctrl-C, a failure) is cancelled.
     ``memory`` is the check of a planned write (``PendingWrite.memory``), so
     that a worker death names the block and the rows per block that fit.
@@ -51,7 +51,7 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
     from distributed import as_completed
     from distributed import progress as progress_bar
 
-    from .. import _progress
+    from ..utils import _progress
     from ._memory import explain_worker_deaths
 
     states = []

@@ -9,8 +9,8 @@ import warnings
 import dask
 import yaml
 
-from .._system import available_cpus
 from ..errors import ClusterConfigError, ClusterConnectError
+from ..utils._system import available_cpus
 from ._config import ClusterConfig
 from ._extras import require as _require
 from ._security import LOOPBACK_DASHBOARD, for_jobqueue, is_loopback

@@ -312,9 +312,9 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     >>> float(open_features(out).sum().compute())
     16000.0
     """
-    from .. import _progress  # dask.compute with a progress display where a person is watching
     from ..cluster import run
     from ..cluster._memory import active_client, check_memory, explain_worker_deaths
+    from ..utils import _progress  # dask.compute with a progress display where a person is watching
 
     started = time.perf_counter()
     if compression not in COMPRESSIONS:

@@ -12,8 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _lazy, _xp
 from .._base import BlockwiseTransformer
-from .._sklearn_compat import check_feature_names_in
 from ..engine._graph import SizedState
+from ..utils._sklearn_compat import check_feature_names_in
 from ._kernels import chi2_sum_kernel
 
 # Vedaldi & Zisserman 2011, figure 2 c)

@@ -12,9 +12,9 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _lazy
-from .._sklearn_compat import HasMethods, Interval
 from .._validation import check_input
 from ..engine import _graph
+from ..utils._sklearn_compat import HasMethods, Interval
 from ._docs import X_ROWS, documented
 from ._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
 

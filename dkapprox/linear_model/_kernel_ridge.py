@@ -15,13 +15,14 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _lazy, _progress, _xp
-from .._sklearn_compat import Interval, StrOptions
+from .. import _lazy, _xp
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
 from ..nystroem.landmarks import SELECTORS, Given, make_selector
+from ..utils import _progress
+from ..utils._sklearn_compat import Interval, StrOptions
 from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
 from ._falkon import (
     Centers,

@@ -19,12 +19,13 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .. import _lazy, _progress, _xp
-from .._sklearn_compat import Interval, StrOptions
+from .. import _lazy, _xp
 from .._validation import BlockCheck
 from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel
+from ..utils import _progress
+from ..utils._sklearn_compat import Interval, StrOptions
 from . import _cv_cg as cg
 from . import _cv_stats as cv
 from . import _kernel_grid

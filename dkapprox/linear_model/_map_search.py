@@ -22,7 +22,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from .._sklearn_compat import HasMethods, Interval, StrOptions
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._moments import STATISTICS_BYTES, _size, moments_nbytes, pool_folds
 from ._ridge import Ridge
 from ._ridge_cv import SCORINGS, check_folds, cv_scores, fold_key

@@ -29,8 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite
 
-from .._random import GOLDEN, splitmix64
 from ..engine import _graph
+from ..utils._random import GOLDEN, splitmix64
 
 #: the largest pass partial a cross-validated search accepts, in bytes (dask config ``dkapprox.cv-statistics-bytes``):
 #: KernelRidgeCV's n_gammas x n_folds x m x m float64, FeatureMapRidgeCV's Moments of every candidate's features;

@@ -10,8 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .. import _lazy
-from .._sklearn_compat import Interval
 from .._validation import check_input
+from ..utils._sklearn_compat import Interval
 from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
 from ._solve import intercept_of, normal_equations, penalties, solve_ridge
 from ._streaming import StreamedScore, apply_rows, check_Xy, classifier_targets, gather_moments

@@ -18,8 +18,8 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .._sklearn_compat import Interval, StrOptions, num_samples
-from .._system import available_cpus
+from ..utils._sklearn_compat import Interval, StrOptions, num_samples
+from ..utils._system import available_cpus
 from ._moments import hashed_folds, pool_folds, without_folds
 from ._ridge import _StreamingRegressor
 from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores

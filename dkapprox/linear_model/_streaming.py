@@ -20,10 +20,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
 from .. import _lazy, _xp
-from .._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from .._stats import combine_block_moments
 from .._validation import FLOAT_DTYPES, check_input
 from ..engine import _graph
+from ..utils._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments
 from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
 

@@ -14,8 +14,8 @@ from sklearn.utils.validation import check_array
 
 from .. import _lazy, _xp
 from .._base import BlockwiseTransformer
-from .._sklearn_compat import Interval, StrOptions
 from .._validation import FLOAT_DTYPES
+from ..utils._sklearn_compat import Interval, StrOptions
 from ._rows import row_source
 from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector

@@ -47,8 +47,8 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
 from .. import _xp
-from .._random import GOLDEN, splitmix64
 from ..engine._graph import SizedState
+from ..utils._random import GOLDEN, splitmix64
 from .kernels import DEVICE_SLICE_ELEMENTS, row_slices
 from .leverage import leverage_scores, recursive_state
 from .rpcholesky import rpcholesky

@@ -30,11 +30,11 @@ from sklearn.utils import check_random_state
 
 from .. import _jit, _xp
 from .._base import BlockwiseTransformer
-from .._random import FMIX_ONE as _ONE
-from .._random import FMIX_S32 as _S32
-from .._random import fmix64 as _fmix64
-from .._sklearn_compat import Interval
 from ..engine._graph import SizedState
+from ..utils._random import FMIX_ONE as _ONE
+from ..utils._random import FMIX_S32 as _S32
+from ..utils._random import fmix64 as _fmix64
+from ..utils._sklearn_compat import Interval
 
 
 @dataclass(frozen=True)

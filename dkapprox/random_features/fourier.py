@@ -17,8 +17,8 @@ from sklearn.utils import check_random_state
 
 from .. import _jit, _xp
 from .._base import BlockwiseTransformer
-from .._sklearn_compat import Interval, StrOptions
 from ..engine._graph import SizedState
+from ..utils._sklearn_compat import Interval, StrOptions
 from . import _sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum

@@ -1,0 +1,1 @@
+"""Small helpers every floor above may use: scikit-learn compatibility, hashing, CPUs, progress, xarray."""
