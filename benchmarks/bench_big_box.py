@@ -43,7 +43,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import dkapprox
-from dkapprox import _jit
+from dkapprox.backends import _jit
 
 D, M = 64, 1024
 T0 = time.perf_counter()

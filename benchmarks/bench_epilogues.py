@@ -4,7 +4,7 @@ One run, with interleaved repeats (medians), one BLAS thread:
 
 - ``epilogue_table``: ns per element of the elementwise step after ``K = X @ L.T`` on the same
   (10000, 1024) float64 product: scikit-learn's steps (``K *= gamma; K += coef0; K **= degree``
-  or ``np.tanh``) against the compiled pass (``dkapprox._jit_kernels``), and for the sigmoid a
+  or ``np.tanh``) against the compiled pass (``dkapprox.backends._jit_kernels``), and for the sigmoid a
   compiled tanh (an expm1 built from vectorizable operations, not shipped) against ``np.tanh``;
   then float64 ``Nystroem(1024, kernel='poly')`` and ``'sigmoid'`` transforms of N x 64 in row
   blocks on dask's threaded scheduler (2 workers): compiled, ``DKAPPROX_JIT=0`` and
@@ -34,7 +34,7 @@ from _common import consume, interleaved, jit, print_table
 from threadpoolctl import threadpool_limits
 
 import dkapprox
-from dkapprox import _jit
+from dkapprox.backends import _jit
 from dkapprox.kernel_approximation.polynomial_count_sketch import count_sketch_features
 from dkapprox.random_features.binning import _numpy_cells, binning_features
 

@@ -39,7 +39,7 @@ from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 from threadpoolctl import threadpool_limits
 
 import dkapprox
-from dkapprox import _jit
+from dkapprox.backends import _jit
 
 
 def kernel_table(repeats):
@@ -259,7 +259,7 @@ def nystroem_table(shapes, repeats):
 
 def first_call_seconds(cache_dir):
     """The first compiled call in a fresh process, after ``import dkapprox``: numba's import and the cos kernel."""
-    code = ("import time, dkapprox; from dkapprox import _jit; t = time.perf_counter(); "
+    code = ("import time, dkapprox; from dkapprox.backends import _jit; t = time.perf_counter(); "
             "assert _jit._kernels('cos_rows'); print(time.perf_counter() - t)")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

@@ -32,8 +32,9 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _lazy, _xp
+from . import _lazy
 from ._validation import BlockCheck, check_input
+from .backends import _xp
 from .engine import _graph
 from .utils import _xarray
 from .utils._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container

@@ -305,10 +305,10 @@ def on_device(X, device):
 
     ``cpu`` changes nothing. ``cuda`` copies each block to its worker's GPU in its task (Zarr is
     read on the host), and the features back to the host for the writer; CuPy and a GPU are
-    checked first (:func:`dkapprox._xp.require_cuda`), so a machine without them fails before
+    checked first (:func:`dkapprox.backends._xp.require_cuda`), so a machine without them fails before
     any cluster starts, never computing on the CPU in silence.
     """
-    from . import _xp
+    from .backends import _xp
 
     if device == "cpu":
         return X, lambda Z: Z

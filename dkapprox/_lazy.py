@@ -30,7 +30,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import _xp
+from .backends import _xp
 from .engine import _graph
 from .utils import _progress, _xarray
 

@@ -21,8 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
-from . import _lazy, _xp
+from . import _lazy
 from ._lazy import FLOAT_DTYPES
+from .backends import _xp
 from .engine import _graph
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import dkapprox
-from dkapprox import _registry, _stats, _xp
+from dkapprox import _registry
+from dkapprox.backends import _stats, _xp
 from dkapprox.engine import _graph
 from dkapprox.kernel_approximation.rbf import fourier_features
 

@@ -19,7 +19,7 @@ import zarr
 
 import dkapprox
 import dkapprox.io
-from dkapprox import _xp
+from dkapprox.backends import _xp
 
 from ._rounding import assert_chunking_promise
 from .test_array_api import CASES as ARRAY_API_CASES

@@ -17,7 +17,7 @@ from distributed import Client, LocalCluster
 from sklearn.base import BaseEstimator
 
 import dkapprox
-from dkapprox._stats import combine_block_moments, moments
+from dkapprox.backends._stats import combine_block_moments, moments
 from dkapprox.engine import _graph
 
 

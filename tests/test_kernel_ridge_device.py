@@ -22,7 +22,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkapprox import _xp
+from dkapprox.backends import _xp
 from dkapprox.linear_model import KernelRidge
 from dkapprox.linear_model._falkon import Preconditioner
 from dkapprox.linear_model._falkon_device import DevicePreconditioner

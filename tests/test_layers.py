@@ -39,9 +39,7 @@ LAYERS = [
     # with a widget or a bar, used by lazy's fits and by the jobs' writer), array namespaces (_xp) and
     # the CUDA kernels of CuPy blocks (_xp_cuda),
     # block outputs that reuse the memory of dropped ones (_recycle)
-    ("helpers", ["dkapprox.utils", "dkapprox._stats", "dkapprox._recycle", "dkapprox._jit", "dkapprox._jit_kernels",
-                 "dkapprox._xp", "dkapprox._xp_cuda"],
-     ["foundation"]),
+    ("helpers", ["dkapprox.utils", "dkapprox.backends"], ["foundation"]),
     # clusters: configs to a client, worker deaths explained around a compute
     ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),
     # Zarr and storage, all of dkapprox.io: input opened and checked before the engine sees it, features

@@ -1,4 +1,4 @@
-"""Block outputs that reuse the memory of earlier ones nothing refers to (dkapprox._recycle)."""
+"""Block outputs that reuse the memory of earlier ones nothing refers to (dkapprox.backends._recycle)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import dkapprox
-from dkapprox import _recycle
-from dkapprox._recycle import MIN_BYTES, Recycler
+from dkapprox.backends import _recycle
+from dkapprox.backends._recycle import MIN_BYTES, Recycler
 
 ROWS = MIN_BYTES // (1024 * 4) + 8  # a float32 (ROWS, 1024) output is just over the smallest recycled size
 

@@ -161,7 +161,7 @@ def _shipped_block(state):
 def _run_block(block, state, block_fn, check):
     if not (isinstance(block, np.ndarray) or sp.issparse(block)):
         # a block of another namespace (CuPy on a GPU) gets the state as shipped: the block function
-        # copies it to the device once per process, keyed by this very object (dkapprox._xp.state_on);
+        # copies it to the device once per process, keyed by this very object (dkapprox.backends._xp.state_on);
         # one thread at a time queues work on a device, and its check is waited for after that
         return _device_turns.run(block, state, block_fn, check, task_threads)
     block, state = byte_aligned(block), byte_aligned(state)

@@ -12,8 +12,8 @@ from sklearn.kernel_approximation import PolynomialCountSketch as _SkPolynomialC
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _xp
 from .._base import BlockwiseTransformer
+from ..backends import _xp
 from ..engine._graph import SizedState
 
 _TILE_BYTES = 8 * 2**20  # bound on the complex intermediate of one row tile

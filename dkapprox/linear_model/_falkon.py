@@ -42,7 +42,7 @@ import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 from threadpoolctl import threadpool_limits
 
-from .. import _jit
+from ..backends import _jit
 from ..engine._graph import SizedState
 from ..nystroem.kernels import kernel_slices
 from ._moments import check_weights

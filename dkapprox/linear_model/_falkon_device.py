@@ -20,9 +20,9 @@ namespace, on its device.
   NumPy path's, unchanged, whatever the namespace.
 - **CG on the host.** The CG's vectors are ``m x k`` float64 NumPy arrays on the driver: ``O(m k)``
   work an iteration, nothing a device would speed up, and a pass's ``v`` ships to the workers as
-  NumPy state like every other (:func:`dkapprox._xp.state_on` copies it to each device once).
+  NumPy state like every other (:func:`dkapprox.backends._xp.state_on` copies it to each device once).
 - **Preconditioner on the device** (:class:`DevicePreconditioner`), where the fit's data lives
-  (:func:`dkapprox._xp.fit_namespace`: a device array, or a dask array whose meta is one): the
+  (:func:`dkapprox.backends._xp.fit_namespace`: a device array, or a dask array whose meta is one): the
   center kernel, its Cholesky factor, ``T T^T`` and the ``A`` factors, ``m x m`` float64, there
   (on a host's cores the two factorizations at m = 16,384 take minutes, one thread: see
   ``_falkon.ONE_THREAD_ABOVE``). Its triangular solves: CuPy's ``cupyx.scipy.linalg.solve_triangular``;
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _xp
+from ..backends import _xp
 from ..nystroem._device_kernels import DEVICE_KERNELS, device_between
 from ..nystroem._rows import InMemoryRows
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block

@@ -15,8 +15,9 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _lazy, _xp
+from .. import _lazy
 from .._validation import FLOAT_DTYPES, BlockCheck, check_input
+from ..backends import _xp
 from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel

@@ -19,8 +19,9 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .. import _lazy, _xp
+from .. import _lazy
 from .._validation import BlockCheck
+from ..backends import _xp
 from ..engine import _graph
 from ..nystroem._rows import row_source
 from ..nystroem.kernels import Kernel

@@ -194,7 +194,7 @@ def _zeros(K, d, t, dtype=np.float64):
 def combine_moments(parts):
     """Fold partial Moments (same folds) into one, exactly.
 
-    Chan et al.'s update (:func:`dkapprox._stats.merge_moments`) for weighted
+    Chan et al.'s update (:func:`dkapprox.backends._stats.merge_moments`) for weighted
     co-moment matrices per fold, in its direct form: every part's mean is
     folded against the final mean at once, one einsum per part.
     """

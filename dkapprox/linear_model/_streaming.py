@@ -19,9 +19,10 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from .. import _lazy, _xp
-from .._stats import combine_block_moments
+from .. import _lazy
 from .._validation import FLOAT_DTYPES, check_input
+from ..backends import _xp
+from ..backends._stats import combine_block_moments
 from ..engine import _graph
 from ..utils._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments

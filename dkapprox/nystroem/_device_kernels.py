@@ -15,7 +15,7 @@ a slice holds ``rows x n_landmarks`` values, never ``rows x n_landmarks x n_feat
 
 from __future__ import annotations
 
-from .. import _xp
+from ..backends import _xp
 
 #: Kernels computed on a device; any other (a callable) raises there.
 DEVICE_KERNELS = ("rbf", "laplacian", "linear", "polynomial", "poly", "sigmoid", "cosine", "chi2",
@@ -53,7 +53,7 @@ def _rbf(xp, part, landmarks, gamma):
     x = xp.astype(part, xp.float64)
     y = xp.astype(landmarks, xp.float64)
     dtype = xp.result_type(part.dtype, landmarks.dtype)  # scikit-learn's distances come back in it
-    if _xp.is_cupy(xp):  # the same arithmetic in one fused kernel after the product (dkapprox._xp)
+    if _xp.is_cupy(xp):  # the same arithmetic in one fused kernel after the product (dkapprox.backends._xp)
         K = xp.empty((x.shape[0], y.shape[0]), dtype=dtype, device=_xp.device_of(part))
         return _xp.cupy_kernel("rbf")(x @ y.T, xp.sum(x * x, axis=1)[:, None], xp.sum(y * y, axis=1)[None, :],
                                       _xp.numpy_dtype(K).type(gamma), K)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _lazy, _xp
+from .. import _lazy
+from ..backends import _xp
 from ..engine import _graph
 
 

@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
-from .. import _jit, _xp
-from .._recycle import empty as recycled_empty
+from ..backends import _jit, _xp
+from ..backends._recycle import empty as recycled_empty
 from ..engine._graph import SizedState
 from ._device_kernels import device_between
 
@@ -179,7 +179,7 @@ def nystroem_features(block, state):
     scipy's float64 cityblock distances for the laplacian kernel) never reach a
     whole block. The rbf kernel on dense blocks reuses one set of slice buffers
     (:class:`RBFSlices`); the laplacian, chi2, additive_chi2, polynomial and sigmoid
-    kernels on dense blocks are compiled where :mod:`dkapprox._jit` runs
+    kernels on dense blocks are compiled where :mod:`dkapprox.backends._jit` runs
     (:func:`_compiled_kernel`); every other kernel is scikit-learn's, per slice.
     """
     xp = _xp.namespace(block)
@@ -226,7 +226,7 @@ def _features_xp(xp, block, state):
 
 
 def _compiled_landmarks(kernel, landmarks, block):
-    """The landmarks transposed, in float64, for a kernel :mod:`dkapprox._jit` computes, or None.
+    """The landmarks transposed, in float64, for a kernel :mod:`dkapprox.backends._jit` computes, or None.
 
     Contiguous for the distance loops; for the inner-product kernels the transposed view of
     C-ordered landmarks, so that their product is scikit-learn's ``X @ Y.T`` BLAS call.
@@ -242,7 +242,7 @@ _COMPILED = ("laplacian", "chi2", "additive_chi2") + _jit.INNER_PRODUCT
 
 
 def _compiled_kernel(kernel, part, landmarks_t):
-    """k(part, landmarks) by :mod:`dkapprox._jit`, with scikit-learn's defaults, or None (its kernel then)."""
+    """k(part, landmarks) by :mod:`dkapprox.backends._jit`, with scikit-learn's defaults, or None (its kernel then)."""
     metric, params = kernel.metric, dict(kernel.params)
     n_features = landmarks_t.shape[0]
     gamma = params.get("gamma")

@@ -46,7 +46,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from .. import _xp
+from ..backends import _xp
 from ..engine._graph import SizedState
 from ..utils._random import GOLDEN, splitmix64
 from .kernels import DEVICE_SLICE_ELEMENTS, row_slices

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
-from .. import _xp
+from ..backends import _xp
 from ..engine._graph import SizedState
 from ._device_kernels import device_between, device_diagonal
 from .kernels import DEVICE_SLICE_ELEMENTS, Kernel, row_slices

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .. import _xp
+from ..backends import _xp
 
 
 def default_rtol(n_components: int, dtype) -> float:
@@ -49,7 +49,7 @@ def inverse_sqrt(K, *, rtol: float) -> np.ndarray:
     """:func:`host_inverse_sqrt`, or the same on the device the fit's data lives on (CuPy).
 
     A fit on a device array (or on a dask array of device chunks) decomposes the landmark
-    kernel there (:func:`dkapprox._xp.fit_namespace`): the eigendecomposition of a
+    kernel there (:func:`dkapprox.backends._xp.fit_namespace`): the eigendecomposition of a
     16,384-landmark kernel takes minutes on a host's cores and seconds on a GPU. The
     result, like every fitted attribute, is a NumPy array; a different eigensolver gives
     the same matrix within its rounding (the inverse square root does not depend on the

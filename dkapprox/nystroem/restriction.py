@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _xp
+from ..backends import _xp
 from ..engine._graph import SizedState
 from .kernels import DEVICE_SLICE_ELEMENTS, NystroemState, _features_xp, nystroem_features, row_slices
 from .normalization import symmetric_eig

@@ -28,8 +28,8 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _jit, _xp
 from .._base import BlockwiseTransformer
+from ..backends import _jit, _xp
 from ..engine._graph import SizedState
 from ..utils._random import FMIX_ONE as _ONE
 from ..utils._random import FMIX_S32 as _S32
@@ -50,7 +50,7 @@ class BinningState(SizedState):
 def binning_features(block, state):
     """One signed entry ``+-1/sqrt(n_grids)`` per grid and row, hashed into ``n_components`` columns.
 
-    The cells and their hashes are compiled where :mod:`dkapprox._jit` runs (the same bits as
+    The cells and their hashes are compiled where :mod:`dkapprox.backends._jit` runs (the same bits as
     :func:`_numpy_cells`, the reference: benchmarks/bench_epilogues.py measured 91% of a float64
     block in that loop); scipy then assembles the CSR matrix.
     """

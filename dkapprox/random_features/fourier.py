@@ -15,8 +15,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import _jit, _xp
 from .._base import BlockwiseTransformer
+from ..backends import _jit, _xp
 from ..engine._graph import SizedState
 from ..utils._sklearn_compat import Interval, StrOptions
 from . import _sampling

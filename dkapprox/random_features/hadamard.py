@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import hadamard
 
-from .. import _xp
+from ..backends import _xp
 
 # rows x padded width per slab: 2**20 elements, 4 MiB of float32, stays in L2/L3
 _SLAB_ELEMENTS = 1 << 20

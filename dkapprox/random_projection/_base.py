@@ -15,8 +15,9 @@ from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _lazy, _xp
+from .. import _lazy
 from .._base import BlockwiseTransformer
+from ..backends import _xp
 from ..engine import _graph
 from ..engine._graph import SizedState
 
@@ -28,7 +29,7 @@ class ProjectionState(SizedState):
 
 
 def project(block, state):
-    if _xp.namespace(block) is not None:  # a sparse matrix is dense on a device (dkapprox._xp)
+    if _xp.namespace(block) is not None:  # a sparse matrix is dense on a device (dkapprox.backends._xp)
         return block @ _xp.state_on(state, block).matrix.T
     return safe_sparse_dot(block, state.matrix.T, dense_output=state.dense_output)
 

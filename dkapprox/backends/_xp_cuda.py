@@ -1,6 +1,6 @@
 """CUDA kernels for CuPy blocks: fused elementwise maps, one read and one write of each value.
 
-Imported only where a block is a CuPy array (``dkapprox._xp.is_cupy``); each kernel is compiled
+Imported only where a block is a CuPy array (``dkapprox.backends._xp.is_cupy``); each kernel is compiled
 once per process on first use (CuPy caches the binary on disk, so a later process only loads it).
 
 - ``cos_offset``: ``scale cos(p + b)`` in place of the product ``p = X W`` (RBFSampler,

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from .utils._system import touched_empty
+from ..utils._system import touched_empty
 
 #: outputs smaller than this are plain arrays: their zeroing is cheap beside a mmap's system calls
 MIN_BYTES = 16 * 2**20
@@ -207,7 +207,7 @@ def empty(shape, dtype=np.float64):
     Large outputs reuse the memory of an earlier output that nothing refers to any more.
 
     >>> import numpy as np
-    >>> from dkapprox._recycle import empty
+    >>> from dkapprox.backends._recycle import empty
     >>> out = empty((5000, 1024), np.float32)  # 20 MB: held memory
     >>> out.shape, out.dtype, out.flags.c_contiguous
     ((5000, 1024), dtype('float32'), True)

@@ -1,4 +1,4 @@
-"""The compiled kernels themselves (imported by :mod:`dkapprox._jit` only when numba is there).
+"""The compiled kernels themselves (imported by :mod:`dkapprox.backends._jit` only when numba is there).
 
 fdlibm's cosine and sine, vectorized: x = fn pi/2 + y0 + y1 by three 33-bit parts of
 pi/2 (exact for |fn| < 2^20, so up to ``REDUCTION_LIMIT``), then the minimax
@@ -15,11 +15,11 @@ import math
 import numba
 import numpy as np
 
-from .utils._random import FMIX1 as _FMIX1
-from .utils._random import FMIX2 as _FMIX2
-from .utils._random import FMIX_ONE as _ONE
-from .utils._random import FMIX_S32 as _S32
-from .utils._random import FMIX_S33 as _S33
+from ..utils._random import FMIX1 as _FMIX1
+from ..utils._random import FMIX2 as _FMIX2
+from ..utils._random import FMIX_ONE as _ONE
+from ..utils._random import FMIX_S32 as _S32
+from ..utils._random import FMIX_S33 as _S33
 
 REDUCTION_LIMIT = (2.0**19) * (math.pi / 2)
 

@@ -137,7 +137,7 @@ def _tiled(k, block, weights, offset64, paired, scale):
 
     The buffer stays in cache, so the output is written once, by the map, into pages already
     touched: those of an earlier output nothing refers to any more, or fresh ones touched first
-    (:mod:`dkapprox._recycle`).
+    (:mod:`dkapprox.backends._recycle`).
     """
     n_freq = weights.shape[1]
     out = recycled_empty((block.shape[0], 2 * n_freq if paired else n_freq))

@@ -212,7 +212,7 @@ def matmul_into(xp, a, b, out):
 
 
 def cupy_kernel(name):
-    """A fused elementwise kernel for CuPy blocks (:mod:`dkapprox._xp_cuda`), compiled once per process."""
+    """A fused elementwise kernel for CuPy blocks (:mod:`dkapprox.backends._xp_cuda`), compiled once per process."""
     from . import _xp_cuda
 
     return _xp_cuda.elementwise(name)
@@ -221,9 +221,9 @@ def cupy_kernel(name):
 def fourier(xp, product, offset, scale):
     """``scale cos(product + offset)``, or ``scale [cos, sin](product)`` where ``offset`` is None.
 
-    The array-API twin of :func:`dkapprox._jit.fourier_map`'s NumPy path, for blocks of
+    The array-API twin of :func:`dkapprox.backends._jit.fourier_map`'s NumPy path, for blocks of
     another namespace (the NumPy path stays NumPy's, compiled kernels and all). On CuPy
-    one fused kernel does it (:mod:`dkapprox._xp_cuda`), in place for ``cos(product + offset)``.
+    one fused kernel does it (:mod:`dkapprox.backends._xp_cuda`), in place for ``cos(product + offset)``.
     """
     if is_cupy(xp):
         s = numpy_dtype(product).type(scale)
@@ -242,7 +242,7 @@ def fourier(xp, product, offset, scale):
 
 def require_cuda():
     """CuPy, importable here and seeing a GPU; else an error naming what is missing (exit 69 on the CLI)."""
-    from .errors import DeviceUnavailableError, MissingPackageError
+    from ..errors import DeviceUnavailableError, MissingPackageError
 
     try:
         import cupy
