@@ -77,8 +77,8 @@ def make_data(n, features, chunk, dtype, seed, to_device=None):
 
 def one_pass_seconds(model, X):
     """A pass of the CG alone (``K^T K v`` over every block), timed: what each iteration costs."""
-    from dkapprox import _lazy
     from dkapprox.engine import _graph
+    from dkapprox.inputs import _lazy
     from dkapprox.linear_model._falkon import Centers, PassState, combine_normal
     from dkapprox.linear_model._falkon_device import block_partial
 

@@ -11,7 +11,7 @@ as a ratio to uniform, and the relative Frobenius error of the rbf kernel on
 
 Passes are counted as bench_nystroem.py's passes table counts them:
 ``landmark_passes_``, and the block reads themselves. The Zarr array is read
-through dkapprox's own reader (``dkapprox._lazy.as_dask``, what ``fit`` does
+through dkapprox's own reader (``dkapprox.inputs._lazy.as_dask``, what ``fit`` does
 with a Zarr array); each block then goes through a function that appends its
 block index to a file in a shared directory (the workers are processes), and
 the reads are counted from those files after each fit.
@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import print_table  # noqa: E402
 
 import dkapprox  # noqa: E402
-from dkapprox import _lazy  # noqa: E402
+from dkapprox.inputs import _lazy  # noqa: E402
 from dkapprox.nystroem import Nystroem  # noqa: E402
 
 N_FEATURES, N_CLUSTERS = 32, 30

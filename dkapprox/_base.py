@@ -8,14 +8,14 @@ A subclass says only what is particular to it:
 * ``_block_fn``: a module-level ``block_fn(block, state)``;
 * ``_n_features_out``: the output width.
 
-This class takes every input through the one door (:func:`dkapprox._lazy.as_input`),
+This class takes every input through the one door (:func:`dkapprox.inputs._lazy.as_input`),
 validates it with scikit-learn's wording, dispatches NumPy input
 to an eager call and dask input to :func:`dkapprox.engine._graph.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
 array: turning it into a pandas frame would compute it). A dask DataFrame is
 read lazily, one block per partition; with ``set_output(transform="pandas")``
 its features come back as a lazy dask DataFrame with its index and divisions
-(:func:`dkapprox._lazy.as_frame`). A 2-D
+(:func:`dkapprox.inputs._lazy.as_frame`). A 2-D
 ``xarray.DataArray`` comes back as a DataArray (:mod:`dkapprox.utils._xarray`), and
 a fitted estimator's repr ends with what it holds (widths, landmarks, bytes);
 in Jupyter, its HTML adds a table of the fitted state: the bytes shipped to the
@@ -32,10 +32,10 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _lazy
-from ._validation import BlockCheck, check_input
 from .backends import _xp
 from .engine import _graph
+from .inputs import _lazy
+from .inputs._validation import BlockCheck, check_input
 from .utils import _xarray
 from .utils._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
 
@@ -141,7 +141,8 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                            ensure_non_negative=self._non_negative)
 
     def _transform(self, X, given, *, block_fn=None, state=None, n_out=None, name="transform"):
-        """Features of the checked ``X``; ``given`` is the input through the door (:func:`dkapprox._lazy.as_input`)."""
+        """Features of the checked ``X``; ``given`` is the input through the door
+        (:func:`dkapprox.inputs._lazy.as_input`)."""
         block_fn = block_fn or type(self)._block_fn
         state = self._state(_xp.numpy_dtype(X)) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out

@@ -241,7 +241,7 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
     regular for the store: ``block_rows``, else the largest file's rows (files of other lengths are
     split or joined across blocks; each file is still read whole by the task that needs it).
     """
-    from . import _lazy
+    from .inputs import _lazy
     from .io import _parquet
 
     if not _parquet.is_parquet(path, storage_options):
@@ -468,7 +468,7 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
     same order; without ``--columns`` the features are the other columns). A target whose length is not
     INPUT's rows is bad input (65), refused before any cluster starts.
     """
-    from . import _lazy
+    from .inputs import _lazy
     from .io import _parquet
     from .io._zarr_store import open_target
 

@@ -18,8 +18,8 @@ from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from . import _lazy
 from .engine import _graph
+from .inputs import _lazy
 from .kernel_approximation._kernels import chi2_sum_kernel, skewed_chi2_kernel
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]

@@ -1,4 +1,4 @@
-"""The one door (``dkapprox._lazy.as_input``): every kind of input in one canonical form, nothing computed.
+"""The one door (``dkapprox.inputs._lazy.as_input``): every kind of input in one canonical form, nothing computed.
 
 NumPy, scipy.sparse, dask, dask DataFrame, Zarr, xarray (over NumPy and over dask) and an
 array-API array (array-api-strict on its second device, the stand-in for CuPy on a GPU) each
@@ -20,9 +20,9 @@ import xarray as xr
 import zarr
 
 import dkapprox
-from dkapprox import _lazy
-from dkapprox._lazy import Input, as_input
-from dkapprox._validation import check_input
+from dkapprox.inputs import _lazy
+from dkapprox.inputs._lazy import Input, as_input
+from dkapprox.inputs._validation import check_input
 from dkapprox.linear_model import Ridge
 
 X = np.arange(24, dtype=np.float64).reshape(8, 3)

@@ -46,17 +46,17 @@ LAYERS = [
     # written (resumable, leased, on the cluster), stores verified and described; no estimator
     ("storage", ["dkapprox.io"], ["foundation", "engine", "helpers", "cluster"]),
     # lazy input in, results out: wraps the engine with storage and cluster
-    ("lazy", ["dkapprox._lazy"], ["foundation", "engine", "helpers", "storage", "cluster"]),
+    ("inputs", ["dkapprox.inputs"], ["foundation", "engine", "helpers", "storage", "cluster"]),
     # the estimators: state + block function; no dask code of their own
-    ("estimators", ["dkapprox._validation", "dkapprox._base", "dkapprox.kernel_approximation",
+    ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation",
                     "dkapprox.random_projection", "dkapprox.random_features", "dkapprox.nystroem",
                     "dkapprox.linear_model", "dkapprox.metrics"],
-     ["foundation", "engine", "helpers", "lazy"]),
+     ["foundation", "engine", "helpers", "inputs"]),
     ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations
     ("models", ["dkapprox.models"], ["foundation", "helpers", "storage", "registry"]),
     ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"],
-     ["foundation", "engine", "helpers", "cluster", "storage", "lazy", "estimators", "registry", "models"]),
+     ["foundation", "engine", "helpers", "cluster", "storage", "inputs", "estimators", "registry", "models"]),
 ]
 
 
@@ -143,8 +143,8 @@ def test_a_low_layer_imports_without_the_layers_above_it(module):
     above = {"dkapprox.engine._graph": ["dkapprox.io", "dkapprox.cluster", "dkapprox._base"],
              "dkapprox.errors": ["dkapprox.engine._graph", "dkapprox.io"],
              "dkapprox.cluster": ["dkapprox.io", "dkapprox._base", "dkapprox.engine._graph"],
-             "dkapprox.io": ["dkapprox._lazy", "dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.nystroem",
-                             "dkapprox._registry", "dkapprox.models"],
+             "dkapprox.io": ["dkapprox.inputs._lazy", "dkapprox._base", "dkapprox.kernel_approximation",
+                             "dkapprox.nystroem", "dkapprox._registry", "dkapprox.models"],
              "dkapprox.models": ["dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"]}[module]
     code = (f"import sys, importlib.util\n"
             f"spec = importlib.util.find_spec('dkapprox')\n"  # the package itself, without its __init__

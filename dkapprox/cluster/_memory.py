@@ -323,7 +323,7 @@ def _task_block(task, objs):
     The block's shape travels with its array: every dask array layer carries
     its chunks as collection annotations. A graph cut into delayed blocks (a
     fit's reductions) has lost them, so whoever computes one passes the arrays
-    it reads among ``objs`` (see :func:`dkapprox._lazy.compute`). The task
+    it reads among ``objs`` (see :func:`dkapprox.inputs._lazy.compute`). The task
     itself is looked at first, then the tasks nested in it (a pass or a write
     holds its block's read and map, dkapprox.engine._graph), then what it reads.
     """

@@ -12,7 +12,7 @@ So a task on a device block (:func:`dkapprox.engine._graph.map_rows`) does two t
 - it queues its work (the check's reductions, the block function's kernels) inside
   :func:`turn`, a lock per device: one thread launches at a time, and a block's kernels sit
   together in the stream, so at most a few blocks' buffers are alive on the device at once;
-- its check does not wait there: a check with a ``start`` method (:class:`dkapprox._validation.BlockCheck`)
+- its check does not wait there: a check with a ``start`` method (:class:`dkapprox.inputs._validation.BlockCheck`)
   queues its reductions and returns a function that waits for their flag only, after the turn
   (the block's own work, queued behind the flag, keeps the device busy meanwhile), and raises for
   a bad block. The block's output is then dropped, as it would have been.

@@ -17,7 +17,7 @@ knows nothing above it: it imports nothing of dkapprox but :mod:`dkapprox.engine
 the engine's other module, which runs every block task with the BLAS threads
 that the tasks running beside it leave free (tests/test_layers.py).
 Opening a Zarr array and computing under a cluster, with worker deaths
-explained, are done around it by :mod:`dkapprox._lazy`.
+explained, are done around it by :mod:`dkapprox.inputs._lazy`.
 """
 
 from __future__ import annotations
@@ -434,7 +434,7 @@ def reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, *, split_every=8, r
     first block.  Either way the folding order is fixed by the graph (that
     of :func:`fold`), so the result does not depend on scheduling.
 
-    Returns a delayed object; compute it with :func:`dkapprox._lazy.compute`.
+    Returns a delayed object; compute it with :func:`dkapprox.inputs._lazy.compute`.
     """
     from dask._task_spec import List, Task, TaskRef
     from dask.delayed import Delayed
@@ -538,7 +538,7 @@ def take_rows(X: da.Array, indices, *, sizes=None):
     once, and each gives just its wanted rows to the final assembly, so the
     driver receives ``len(indices)`` rows and nothing else. Blocks may be
     NumPy or scipy.sparse (the result is then CSR). Compute it together with
-    anything else the fit needs (``dkapprox._lazy.compute(a, b)``).
+    anything else the fit needs (``dkapprox.inputs._lazy.compute(a, b)``).
 
     Parameters
     ----------

@@ -10,10 +10,10 @@ import scipy.sparse as sp
 from sklearn.kernel_approximation import AdditiveChi2Sampler as _SkAdditiveChi2Sampler
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _lazy
 from .._base import BlockwiseTransformer
 from ..backends import _xp
 from ..engine._graph import SizedState
+from ..inputs import _lazy
 from ..utils._sklearn_compat import check_feature_names_in
 from ._kernels import chi2_sum_kernel
 

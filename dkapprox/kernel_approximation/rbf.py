@@ -11,13 +11,13 @@ from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
-from .. import _lazy
 from .._base import BlockwiseTransformer
-from .._validation import BlockCheck
 from ..backends import _jit, _xp
 from ..backends._stats import combine_block_moments, moments
 from ..engine import _graph
 from ..engine._graph import SizedState
+from ..inputs import _lazy
+from ..inputs._validation import BlockCheck
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ import numpy as np
 from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
 from sklearn.utils import check_random_state
 
-from .._validation import BlockCheck
 from ..backends import _xp
 from ..engine._graph import SizedState
+from ..inputs._validation import BlockCheck
 from ._kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 

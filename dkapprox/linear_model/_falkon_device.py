@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import _xp
+from ..inputs._rows import InMemoryRows
 from ..nystroem._device_kernels import DEVICE_KERNELS, device_between
-from ..nystroem._rows import InMemoryRows
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block
 from ._moments import check_weights
 
@@ -337,7 +337,7 @@ class DevicePreconditioner:
 
 class DeviceRows(InMemoryRows):
     """The rows of an in-memory device array for the center selectors:
-    :class:`~dkapprox.nystroem._rows.InMemoryRows`, but the rows taken come to the host (the centers are
+    :class:`~dkapprox.inputs._rows.InMemoryRows`, but the rows taken come to the host (the centers are
     NumPy state); the selectors' passes (k-means, leverage) reduce the array where it lives."""
 
     def take(self, indices):

@@ -11,9 +11,9 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _lazy
-from .._validation import check_input
 from ..engine import _graph
+from ..inputs import _lazy
+from ..inputs._validation import check_input
 from ..utils._sklearn_compat import HasMethods, Interval
 from ._docs import X_ROWS, documented
 from ._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict

@@ -15,11 +15,11 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _lazy
-from .._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..backends import _xp
 from ..engine import _graph
-from ..nystroem._rows import row_source
+from ..inputs import _lazy
+from ..inputs._rows import row_source
+from ..inputs._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..nystroem.kernels import Kernel
 from ..nystroem.landmarks import SELECTORS, Given, make_selector
 from ..utils import _progress

@@ -19,11 +19,11 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .. import _lazy
-from .._validation import BlockCheck
 from ..backends import _xp
 from ..engine import _graph
-from ..nystroem._rows import row_source
+from ..inputs import _lazy
+from ..inputs._rows import row_source
+from ..inputs._validation import BlockCheck
 from ..nystroem.kernels import Kernel
 from ..utils import _progress
 from ..utils._sklearn_compat import Interval, StrOptions

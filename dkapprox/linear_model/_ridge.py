@@ -9,8 +9,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .. import _lazy
-from .._validation import check_input
+from ..inputs import _lazy
+from ..inputs._validation import check_input
 from ..utils._sklearn_compat import Interval
 from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
 from ._solve import intercept_of, normal_equations, penalties, solve_ridge
@@ -60,7 +60,8 @@ class _StreamingRidge(BaseEstimator):
         self.coef_, self.intercept_ = coef, intercept
 
     def _check_predict_input(self, X):
-        """``(X checked, whether it is lazy)``: ``X`` through the door (:func:`dkapprox._lazy.as_input`), checked."""
+        """``(X checked, whether it is lazy)``: ``X`` through the door
+        (:func:`dkapprox.inputs._lazy.as_input`), checked."""
         check_is_fitted(self)
         given = _lazy.as_input(X)
         return check_input(self, given, reset=False, accept_sparse=("csr", "csc")), given.lazy

@@ -19,11 +19,11 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from .. import _lazy
-from .._validation import FLOAT_DTYPES, check_input
 from ..backends import _xp
 from ..backends._stats import combine_block_moments
 from ..engine import _graph
+from ..inputs import _lazy
+from ..inputs._validation import FLOAT_DTYPES, check_input
 from ..utils._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
 from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments
 from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
@@ -252,7 +252,7 @@ class StreamedScore:
     what to map over dask blocks (``_score_plan(X)``, ``X`` through the door
     -> checked ``X``, the block predict function, its state and ``'r2'`` or
     ``'accuracy'``). ``_input_dtype`` is the ``dtype`` the learner checks its
-    input with (:func:`dkapprox._lazy.as_input`).
+    input with (:func:`dkapprox.inputs._lazy.as_input`).
     """
 
     _input_dtype = FLOAT_DTYPES

@@ -12,12 +12,12 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .. import _lazy
 from .._base import BlockwiseTransformer
-from .._validation import FLOAT_DTYPES
 from ..backends import _xp
+from ..inputs import _lazy
+from ..inputs._rows import row_source
+from ..inputs._validation import FLOAT_DTYPES
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._rows import row_source
 from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt

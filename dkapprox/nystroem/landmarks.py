@@ -1,8 +1,8 @@
 """Landmark selectors: small objects behind one interface, choosing by global row index.
 
 ``selector.select(rows, n_components, kernel, random_state) -> Landmarks``
-where ``rows`` is an :class:`~dkapprox.nystroem._rows.InMemoryRows` or
-:class:`~dkapprox.nystroem._rows.DaskRows`. Every random choice is a function
+where ``rows`` is an :class:`~dkapprox.inputs._rows.InMemoryRows` or
+:class:`~dkapprox.inputs._rows.DaskRows`. Every random choice is a function
 of the seed and of global row indices only, so no random choice depends on
 how a dask array is chunked. k-means labels and leverage scores are computed
 from products whose last bits depend on a block's shape and on the BLAS

@@ -15,11 +15,11 @@ from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .. import _lazy
 from .._base import BlockwiseTransformer
 from ..backends import _xp
 from ..engine import _graph
 from ..engine._graph import SizedState
+from ..inputs import _lazy
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 xarray stays optional: nothing here imports it unless the input already is a
 DataArray (then xarray is in ``sys.modules``). The data inside (dask or NumPy)
-goes through the estimator unchanged (:func:`dkapprox._lazy.as_input` takes it
+goes through the estimator unchanged (:func:`dkapprox.inputs._lazy.as_input` takes it
 out and keeps the DataArray for :func:`wrap_like`), so a dask-backed DataArray
 (as ``xarray.open_zarr`` gives) stays lazy.
 """

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dkapprox import _lazy
 from dkapprox.errors import InputDataError, InputMissingError
+from dkapprox.inputs import _lazy
 from dkapprox.io._identity import InputIdentity, compare
 from dkapprox.io._parquet import is_parquet, open_parquet
 

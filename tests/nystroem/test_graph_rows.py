@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sp
 from _arrays import rows_where
 
-from dkapprox import _lazy
 from dkapprox.engine import _graph
+from dkapprox.inputs import _lazy
 
 
 def offsets_and_rows(row_start, state, block):

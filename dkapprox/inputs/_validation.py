@@ -1,6 +1,6 @@
 """Input checks with scikit-learn's wording, for NumPy and dask input alike.
 
-Every input comes through one door first (:func:`dkapprox._lazy.as_input`),
+Every input comes through one door first (:func:`dkapprox.inputs._lazy.as_input`),
 which tells the kinds apart; what is checked here is its canonical form.
 NumPy and scipy.sparse input goes through scikit-learn's own ``validate_data``
 (so every message is scikit-learn's).  Dask input is checked on metadata only
@@ -10,7 +10,7 @@ compute time with the same message, and nothing is computed just to check.
 A dask DataFrame is checked on its columns' names (by scikit-learn, on the
 frame's empty ``_meta``: ``feature_names_in_`` and its errors are
 scikit-learn's) and dtypes; the door has read it as a dask array of one
-block per partition (:func:`dkapprox._lazy.frame_as_dask`).
+block per partition (:func:`dkapprox.inputs._lazy.frame_as_dask`).
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
+from ..backends import _xp
+from ..engine import _graph
 from . import _lazy
 from ._lazy import FLOAT_DTYPES
-from .backends import _xp
-from .engine import _graph
 
 
 def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non_negative=False,
                 dtype=FLOAT_DTYPES, copy=False):
     """Validate ``X`` for ``estimator``; returns NumPy/sparse, a dask array or an array of X's namespace.
 
-    ``X`` goes through the door (:func:`dkapprox._lazy.as_input`, with ``dtype``;
-    an :class:`~dkapprox._lazy.Input` made already passes as it is), and its
+    ``X`` goes through the door (:func:`dkapprox.inputs._lazy.as_input`, with ``dtype``;
+    an :class:`~dkapprox.inputs._lazy.Input` made already passes as it is), and its
     canonical form is checked: in-memory data eagerly by scikit-learn; a dask
     (or zarr) array by metadata, cast lazily to a float dtype as scikit-learn
     would cast it; a dask DataFrame by its columns' names and dtypes
@@ -101,7 +101,7 @@ def _check_dataframe(estimator, given, *, reset):
     bool dtype: a string, object, categorical or datetime column is refused
     by name (scikit-learn would convert strings value by value, which here
     means computing them). The values' dtype is the one the door chose
-    (:func:`dkapprox._lazy.as_input`), the one scikit-learn's ``check_array``
+    (:func:`dkapprox.inputs._lazy.as_input`), the one scikit-learn's ``check_array``
     picks for a pandas frame: the columns' common NumPy dtype if it is one of
     ``dtype``, else ``dtype[0]`` (nullable and pyarrow columns: ``dtype[0]``,
     their missing values NaN).

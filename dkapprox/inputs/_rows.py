@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _lazy
 from ..backends import _xp
 from ..engine import _graph
+from . import _lazy
 
 
 class InMemoryRows:
@@ -41,7 +41,7 @@ class InMemoryRows:
 class DaskRows:
     """Rows of a dask array, addressed by global row index whatever the chunking.
 
-    ``check`` (a :class:`~dkapprox._validation.BlockCheck`) runs on every block
+    ``check`` (a :class:`~dkapprox.inputs._validation.BlockCheck`) runs on every block
     a pass reads, so NaN or infinity in the rows read fails with scikit-learn's
     message (``Input X contains NaN``) instead of an error from deep in a kernel.
     """

@@ -30,9 +30,9 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .backends import _xp
-from .engine import _graph
-from .utils import _progress, _xarray
+from ..backends import _xp
+from ..engine import _graph
+from ..utils import _progress, _xarray
 
 __all__ = ["FLOAT_DTYPES", "Input", "as_dask", "as_frame", "as_input", "compute", "frame_as_dask"]
 
@@ -98,7 +98,7 @@ class Input:
 def as_input(X, *, dtype=FLOAT_DTYPES, targets=False) -> Input:
     """The one door: any input dkapprox takes, as one canonical :class:`Input`.
 
-    Called once at the top of validation (:func:`dkapprox._validation.check_input`),
+    Called once at the top of validation (:func:`dkapprox.inputs._validation.check_input`),
     or earlier by an estimator that must know the form first; an :class:`Input`
     passes through as it is. Nothing is computed: a dask DataFrame's values and
     a Zarr array's chunks are read when the blocks are.
@@ -136,7 +136,7 @@ def as_input(X, *, dtype=FLOAT_DTYPES, targets=False) -> Input:
     Examples
     --------
     >>> import numpy as np, dask.array as da
-    >>> from dkapprox._lazy import as_input
+    >>> from dkapprox.inputs._lazy import as_input
     >>> as_input(np.ones((4, 2))).form
     'memory'
     >>> given = as_input(da.ones((4, 2), chunks=2))
@@ -194,7 +194,7 @@ def _open_zarr(z, targets):
     if targets and len(z.shape) == 1:
         # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
         return da.from_array(z, chunks=z.chunks) if _graph.expression_mode() else da.from_zarr(z)
-    from .io._zarr_store import open_array  # imported here: zarr is imported only when used
+    from ..io._zarr_store import open_array  # imported here: zarr is imported only when used
 
     return open_array(z)
 
@@ -322,7 +322,7 @@ def persist_if_fits(X):
     import dask
     import psutil
 
-    from .cluster._memory import WorkerMemory, active_client
+    from ..cluster._memory import WorkerMemory, active_client
 
     fraction = float(dask.config.get("dkapprox.persist-fraction", PERSIST_FRACTION))
     # from the shape: array expressions have no Array.nbytes; NaN where a row size is unknown
@@ -353,7 +353,7 @@ def compute(*objs, arrays=()):
     Each pass shows its progress in Jupyter or on a terminal
     (:func:`dkapprox.utils._progress.compute`; ``DKAPPROX_PROGRESS=0`` turns it off).
     """
-    from .cluster._memory import explain_worker_deaths  # imported here: distributed only when computing
+    from ..cluster._memory import explain_worker_deaths  # imported here: distributed only when computing
 
     with explain_worker_deaths(objs=objs + tuple(arrays)):
         return _progress.compute(*objs)
