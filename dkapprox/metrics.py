@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from .engine import _graph
 from .inputs import _lazy
-from .kernel_approximation._kernels import chi2_sum_kernel, skewed_chi2_kernel
+from .kernels._exact import chi2_sum_kernel, skewed_chi2_kernel
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
 

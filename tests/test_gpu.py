@@ -264,9 +264,9 @@ def test_kernel_ridge_on_dask_cupy_blocks_stays_lazy_and_cupy(dtype):
 def test_kernel_ridge_preconditioner_on_cupy_is_the_hosts_and_solves_there():
     import cupy
 
+    from dkapprox.kernels._pairwise import Kernel
     from dkapprox.linear_model._falkon import Preconditioner
     from dkapprox.linear_model._falkon_device import DevicePreconditioner
-    from dkapprox.nystroem.kernels import Kernel
 
     X, _ = _krr_data(n=300)
     kernel = Kernel("rbf", (("gamma", 0.3),))

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from dkapprox.backends import _xp
+from dkapprox.kernels._pairwise import Kernel
 from dkapprox.linear_model import KernelRidge
 from dkapprox.linear_model._falkon import Preconditioner
 from dkapprox.linear_model._falkon_device import DevicePreconditioner
-from dkapprox.nystroem.kernels import Kernel
 
 DEVICE = xs.Device("device1")
 CPU = xs.Device("CPU_DEVICE")

@@ -45,18 +45,21 @@ LAYERS = [
     # Zarr and storage, all of dkapprox.io: input opened and checked before the engine sees it, features
     # written (resumable, leased, on the cluster), stores verified and described; no estimator
     ("storage", ["dkapprox.io"], ["foundation", "engine", "helpers", "cluster"]),
+    # kernels every family shares: the Kernel class, its slices on CPUs and devices, the exact chi-squared kernels
+    ("kernels", ["dkapprox.kernels"], ["foundation", "engine", "helpers"]),
     # lazy input in, results out: wraps the engine with storage and cluster
     ("inputs", ["dkapprox.inputs"], ["foundation", "engine", "helpers", "storage", "cluster"]),
     # the estimators: state + block function; no dask code of their own
     ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation",
                     "dkapprox.random_projection", "dkapprox.random_features", "dkapprox.nystroem",
                     "dkapprox.linear_model", "dkapprox.metrics"],
-     ["foundation", "engine", "helpers", "inputs"]),
+     ["foundation", "engine", "helpers", "kernels", "inputs"]),
     ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations
     ("models", ["dkapprox.models"], ["foundation", "helpers", "storage", "registry"]),
     ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"],
-     ["foundation", "engine", "helpers", "cluster", "storage", "inputs", "estimators", "registry", "models"]),
+     ["foundation", "engine", "helpers", "cluster", "storage", "kernels", "inputs", "estimators", "registry",
+      "models"]),
 ]
 
 

@@ -14,8 +14,8 @@ from .._base import BlockwiseTransformer
 from ..backends import _xp
 from ..engine._graph import SizedState
 from ..inputs import _lazy
+from ..kernels._exact import chi2_sum_kernel
 from ..utils._sklearn_compat import check_feature_names_in
-from ._kernels import chi2_sum_kernel
 
 # Vedaldi & Zisserman 2011, figure 2 c)
 _DEFAULT_INTERVAL = {1: 0.8, 2: 0.5, 3: 0.4}

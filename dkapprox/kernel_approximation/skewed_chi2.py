@@ -11,7 +11,7 @@ from sklearn.utils import check_random_state
 from ..backends import _xp
 from ..engine._graph import SizedState
 from ..inputs._validation import BlockCheck
-from ._kernels import skewed_chi2_kernel
+from ..kernels._exact import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 
 

@@ -12,7 +12,7 @@ namespace, on its device.
   ``m x k`` sum on the device, as the host path adds its slices. The rbf kernel is factored as on
   the host (``a_x exp(2 gamma x'.c') b_c``, :class:`._falkon._RBFFactors`, the same range rule):
   one GEMM and one exponential a slice. Other kernels come from
-  :func:`dkapprox.nystroem._device_kernels.device_between` (scikit-learn's arithmetic in array-API
+  :func:`dkapprox.kernels._device.device_between` (scikit-learn's arithmetic in array-API
   form); a callable kernel has no device form and raises ``TypeError``.
 - **Partials to the host.** A block's ``m x k`` float64 sum is copied to the host at the end of its
   task (128 KiB at m = 16,384, one target: microseconds against the seconds of the block's
@@ -38,7 +38,7 @@ import numpy as np
 
 from ..backends import _xp
 from ..inputs._rows import InMemoryRows
-from ..nystroem._device_kernels import DEVICE_KERNELS, device_between
+from ..kernels._device import DEVICE_KERNELS, device_between
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block
 from ._moments import check_weights
 

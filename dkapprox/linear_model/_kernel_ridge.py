@@ -20,7 +20,7 @@ from ..engine import _graph
 from ..inputs import _lazy
 from ..inputs._rows import row_source
 from ..inputs._validation import FLOAT_DTYPES, BlockCheck, check_input
-from ..nystroem.kernels import Kernel
+from ..kernels._pairwise import Kernel
 from ..nystroem.landmarks import SELECTORS, Given, make_selector
 from ..utils import _progress
 from ..utils._sklearn_compat import Interval, StrOptions

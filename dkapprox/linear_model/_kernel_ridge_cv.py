@@ -24,7 +24,7 @@ from ..engine import _graph
 from ..inputs import _lazy
 from ..inputs._rows import row_source
 from ..inputs._validation import BlockCheck
-from ..nystroem.kernels import Kernel
+from ..kernels._pairwise import Kernel
 from ..utils import _progress
 from ..utils._sklearn_compat import Interval, StrOptions
 from . import _cv_cg as cg

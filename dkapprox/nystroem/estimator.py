@@ -17,8 +17,8 @@ from ..backends import _xp
 from ..inputs import _lazy
 from ..inputs._rows import row_source
 from ..inputs._validation import FLOAT_DTYPES
+from ..kernels._pairwise import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from ..utils._sklearn_compat import Interval, StrOptions
-from .kernels import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt
 from .restriction import GramState, gram_combine, gram_partial, restricted_normalization
@@ -185,7 +185,7 @@ class Nystroem(BlockwiseTransformer):
     scikit-learn's (its float32 upcast included, bit for bit) in buffers reused
     across slices, because dask's worker processes make every fresh temporary
     expensive (``MALLOC_TRIM_THRESHOLD_``; see
-    ``dkapprox.nystroem.kernels.RBFSlices``). float32 stays float32 (also
+    ``dkapprox.kernels._pairwise.RBFSlices``). float32 stays float32 (also
     for the laplacian kernel, which scikit-learn returns in float64); the
     landmarks and the normalization enter the graph once.
 

@@ -48,8 +48,8 @@ from sklearn.utils.random import sample_without_replacement
 
 from ..backends import _xp
 from ..engine._graph import SizedState
+from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, row_slices
 from ..utils._random import GOLDEN, splitmix64
-from .kernels import DEVICE_SLICE_ELEMENTS, row_slices
 from .leverage import leverage_scores, recursive_state
 from .rpcholesky import rpcholesky
 

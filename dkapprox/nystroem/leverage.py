@@ -35,8 +35,8 @@ from scipy import linalg
 
 from ..backends import _xp
 from ..engine._graph import SizedState
-from ._device_kernels import device_between, device_diagonal
-from .kernels import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
+from ..kernels._device import device_between, device_diagonal
+from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
 from .normalization import symmetric_eig
 
 
@@ -147,7 +147,7 @@ def recursive_state(rows, size, rank, kernel, random_state, *, key=0, n_select=0
         Rows each level draws (in expectation); every row when ``n <= 2 size``.
     rank : int
         ``lambda`` of every level is the mean eigenvalue beyond ``rank`` (:func:`tail_ridge`).
-    kernel : :class:`dkapprox.nystroem.kernels.Kernel`
+    kernel : :class:`dkapprox.kernels._pairwise.Kernel`
     random_state : numpy.random.RandomState
         The only source of randomness.
     key, n_select : int

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..backends import _xp
 from ..engine._graph import SizedState
-from .kernels import DEVICE_SLICE_ELEMENTS, NystroemState, _features_xp, nystroem_features, row_slices
+from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, NystroemState, _features_xp, nystroem_features, row_slices
 from .normalization import symmetric_eig
 
 

@@ -20,7 +20,7 @@ from sklearn.utils.extmath import row_norms
 from ..backends import _jit, _xp
 from ..backends._recycle import empty as recycled_empty
 from ..engine._graph import SizedState
-from ._device_kernels import device_between
+from ._device import device_between
 
 PRECOMPUTED = "precomputed"
 
