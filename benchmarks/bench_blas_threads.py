@@ -33,7 +33,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import median_seconds, print_table  # noqa: E402
 
-from dkapprox.linear_model._solve import solve_ridge, solve_ridge_path  # noqa: E402
+from dkapprox.learning._solve import solve_ridge, solve_ridge_path  # noqa: E402
 
 
 def spd(d, seed=0):

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 
 from ..engine._graph import SizedState
+from ..learning._moments import check_weights
 from ._cv_stats import block_folds, fold_sums, regression_scores
 from ._falkon import (
     FACTORED64_SLICE_ELEMENTS,
@@ -44,7 +45,6 @@ from ._falkon import (
     _solve_upper,
     centers_kernel,
 )
-from ._moments import check_weights
 
 #: successive halving after these passes (the scores then are of the iterates after one pass fewer)
 HALVING_PASSES = (4, 8, 16, 32, 64, 128)

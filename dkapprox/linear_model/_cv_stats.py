@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 
 from ..engine._graph import SizedState
-from ._moments import check_weights, hashed_folds
+from ..learning._moments import check_weights, hashed_folds
 
 #: kernel values per slice of rows (32 MiB of float64)
 SLICE_ELEMENTS = 2**22

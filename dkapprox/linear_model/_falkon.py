@@ -45,7 +45,7 @@ from threadpoolctl import threadpool_limits
 from ..backends import _jit
 from ..engine._graph import SizedState
 from ..kernels._pairwise import kernel_slices
-from ._moments import check_weights
+from ..learning._moments import check_weights
 
 #: kernel values per slice of rows in a pass (32 MiB of float64 distances: 512 rows at m = 8,192)
 SLICE_ELEMENTS = 2**22

@@ -39,8 +39,8 @@ import numpy as np
 from ..backends import _xp
 from ..inputs._rows import InMemoryRows
 from ..kernels._device import DEVICE_KERNELS, device_between
+from ..learning._moments import check_weights
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block
-from ._moments import check_weights
 
 #: kernel values per slice of rows on a device (256 MiB of float32 at m = 16,384: 4,096 rows)
 DEVICE_SLICE_ELEMENTS = 2**26

@@ -14,9 +14,9 @@ from sklearn.utils.validation import check_is_fitted
 from ..engine import _graph
 from ..inputs import _lazy
 from ..inputs._validation import check_input
+from ..learning._docs import X_ROWS, documented
+from ..learning._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._docs import X_ROWS, documented
-from ._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,20 @@ from ..inputs import _lazy
 from ..inputs._rows import row_source
 from ..inputs._validation import FLOAT_DTYPES, BlockCheck, check_input
 from ..kernels._pairwise import Kernel
+from ..learning._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
+from ..learning._solve import penalties
+from ..learning._streaming import (
+    StreamedScore,
+    apply_rows,
+    check_sample_weight,
+    check_Xy,
+    classifier_targets,
+    in_memory,
+)
+from ..learning._targets import NumericTargets, label_output, labels_of
 from ..nystroem.landmarks import SELECTORS, Given, make_selector
 from ..utils import _progress
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
 from ._falkon import (
     Centers,
     LabelState,
@@ -36,9 +46,6 @@ from ._falkon import (
     predict_block,
 )
 from ._falkon_device import DevicePreconditioner, DeviceRows, block_partial, block_predict, check_device_kernel
-from ._solve import penalties
-from ._streaming import StreamedScore, apply_rows, check_sample_weight, check_Xy, classifier_targets, in_memory
-from ._targets import NumericTargets, label_output, labels_of
 
 log = logging.getLogger("dkapprox.linear_model")
 

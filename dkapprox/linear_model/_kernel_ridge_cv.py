@@ -25,18 +25,9 @@ from ..inputs import _lazy
 from ..inputs._rows import row_source
 from ..inputs._validation import BlockCheck
 from ..kernels._pairwise import Kernel
-from ..utils import _progress
-from ..utils._sklearn_compat import Interval, StrOptions
-from . import _cv_cg as cg
-from . import _cv_stats as cv
-from . import _kernel_grid
-from ._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
-from ._falkon import Centers
-from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
-from ._map_search import search_results
-from ._moments import STATISTICS_BYTES, _size
-from ._ridge_cv import fold_key
-from ._streaming import (
+from ..learning._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
+from ..learning._moments import STATISTICS_BYTES, _size
+from ..learning._streaming import (
     StreamedScore,
     check_sample_weight,
     check_Xy,
@@ -44,7 +35,16 @@ from ._streaming import (
     distinct_labels,
     target_input,
 )
-from ._targets import NumericTargets
+from ..learning._targets import NumericTargets
+from ..utils import _progress
+from ..utils._sklearn_compat import Interval, StrOptions
+from . import _cv_cg as cg
+from . import _cv_stats as cv
+from . import _kernel_grid
+from ._falkon import Centers
+from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
+from ._map_search import search_results
+from ._ridge_cv import fold_key
 
 log = logging.getLogger("dkapprox.linear_model")
 

@@ -22,12 +22,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
+from ..learning._moments import STATISTICS_BYTES, _size, moments_nbytes, pool_folds
+from ..learning._streaming import check_Xy, gather_moments
+from ..learning._targets import NumericTargets
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._moments import STATISTICS_BYTES, _size, moments_nbytes, pool_folds
 from ._ridge import Ridge
 from ._ridge_cv import SCORINGS, check_folds, cv_scores, fold_key
-from ._streaming import check_Xy, gather_moments
-from ._targets import NumericTargets
 
 
 class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):

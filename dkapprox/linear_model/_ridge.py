@@ -11,11 +11,10 @@ from threadpoolctl import threadpool_limits
 
 from ..inputs import _lazy
 from ..inputs._validation import check_input
-from ..utils._sklearn_compat import Interval
-from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
-from ._solve import intercept_of, normal_equations, penalties, solve_ridge
-from ._streaming import StreamedScore, apply_rows, check_Xy, classifier_targets, gather_moments
-from ._targets import (
+from ..learning._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
+from ..learning._solve import intercept_of, normal_equations, penalties, solve_ridge
+from ..learning._streaming import StreamedScore, apply_rows, check_Xy, classifier_targets, gather_moments
+from ..learning._targets import (
     ClassifierState,
     LinearState,
     NumericTargets,
@@ -24,6 +23,7 @@ from ._targets import (
     label_output,
     linear_predict,
 )
+from ..utils._sklearn_compat import Interval
 
 
 class _StreamingRidge(BaseEstimator):

@@ -18,13 +18,13 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
+from ..learning._moments import hashed_folds, pool_folds, without_folds
+from ..learning._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
+from ..learning._streaming import check_Xy, gather_moments
+from ..learning._targets import NumericTargets
 from ..utils._sklearn_compat import Interval, StrOptions, num_samples
 from ..utils._system import available_cpus
-from ._moments import hashed_folds, pool_folds, without_folds
 from ._ridge import _StreamingRegressor
-from ._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
-from ._streaming import check_Xy, gather_moments
-from ._targets import NumericTargets
 
 SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error")
 

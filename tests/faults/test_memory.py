@@ -242,7 +242,7 @@ def test_a_pass_task_is_named_by_the_block_read_inside_it(tmp_path):
     # worker dying on it names the features' block nested in it, the largest thing it makes.
     from dkapprox.cluster._memory import _task_block
     from dkapprox.engine import _graph
-    from dkapprox.linear_model._streaming import block_moments
+    from dkapprox.learning._streaming import block_moments
 
     X = _input(tmp_path / "x.zarr", 4_000)
     Z = RBFSampler(**WIDE).fit(X).transform(io.open_array(tmp_path / "x.zarr").rechunk({0: 1_000}))

@@ -16,9 +16,9 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from dkapprox import Nystroem
 from dkapprox.engine import _graph
 from dkapprox.kernels._pairwise import Kernel
+from dkapprox.learning._targets import NumericTargets
 from dkapprox.linear_model import KernelRidge, KernelRidgeClassifier
 from dkapprox.linear_model._falkon import Centers, PassState, combine_normal, normal_partial
-from dkapprox.linear_model._targets import NumericTargets
 
 
 def regression(n=600, d=4, seed=0, targets=None, dtype=np.float64):

@@ -15,9 +15,9 @@ from dask.utils import key_split
 
 from dkapprox import RBFSampler
 from dkapprox.cluster._memory import _nested_keys
+from dkapprox.learning._moments import Moments
+from dkapprox.learning._streaming import SPLIT_EVERY
 from dkapprox.linear_model import Ridge, RidgeClassifier, RidgeCV
-from dkapprox.linear_model._moments import Moments
-from dkapprox.linear_model._streaming import SPLIT_EVERY
 
 ROWS, D_IN, D = 400, 6, 48  # rows per block, input features, features
 

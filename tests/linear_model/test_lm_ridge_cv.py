@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from sklearn import linear_model as sk
 from sklearn.model_selection import GridSearchCV
 
+from dkapprox.learning._moments import hashed_folds
 from dkapprox.linear_model import HashedKFold, RidgeCV
-from dkapprox.linear_model._moments import hashed_folds
 
 ALPHAS = np.logspace(-3, 3, 7)
 
@@ -113,7 +113,7 @@ def test_errors():
 def test_one_reduction_for_all_alphas_equals_a_solve_per_alpha(d, rows):
     # the path solver (one tridiagonal reduction per fold) against one Cholesky / eigh per alpha;
     # rank-10 makes A + 0 * I singular: that alpha takes the eigh fallback, like solve_ridge
-    from dkapprox.linear_model._solve import solve_ridge, solve_ridge_path
+    from dkapprox.learning._solve import solve_ridge, solve_ridge_path
 
     rng = np.random.default_rng(d + rows)
     G = rng.normal(size=(rows, d)) * rng.uniform(0.1, 10, size=d)

@@ -8,8 +8,8 @@ import pytest
 from sklearn.decomposition import IncrementalPCA
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 
+from dkapprox.learning._targets import NumericTargets, label_output
 from dkapprox.linear_model import Incremental, KernelRidge, KernelRidgeClassifier, Ridge, RidgeClassifier
-from dkapprox.linear_model._targets import NumericTargets, label_output
 
 
 @pytest.mark.parametrize("make", [lambda: Ridge(alpha=[1.0, 2.0, 3.0]),
