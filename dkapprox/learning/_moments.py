@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import assert_all_finite
 
 from ..engine import _graph
@@ -43,6 +44,11 @@ def _size(nbytes):
     if nbytes >= 2**30:
         return f"{nbytes / 2**30:.2f} GiB"
     return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{int(nbytes):,} bytes"
+
+
+def fold_key(random_state):
+    """The 63-bit key of the fold hash drawn from ``random_state`` (an int always gives the same)."""
+    return int(check_random_state(random_state).randint(0, np.iinfo(np.int64).max, dtype=np.int64))
 
 
 def hashed_folds(rows, n_folds, key):

@@ -26,7 +26,8 @@ from ..inputs._rows import row_source
 from ..inputs._validation import BlockCheck
 from ..kernels._pairwise import Kernel
 from ..learning._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
-from ..learning._moments import STATISTICS_BYTES, _size
+from ..learning._moments import STATISTICS_BYTES, _size, fold_key
+from ..learning._search import search_results
 from ..learning._streaming import (
     StreamedScore,
     check_sample_weight,
@@ -43,8 +44,6 @@ from . import _cv_stats as cv
 from . import _kernel_grid
 from ._falkon import Centers
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
-from ._map_search import search_results
-from ._ridge_cv import fold_key
 
 log = logging.getLogger("dkapprox.linear_model")
 
@@ -477,7 +476,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
                                  "that keep every class in each training set.")
 
     def _results(self, candidates, alphas, scores, fold_weights, dropped=None, iterations=None):
-        """``cv_results_`` in scikit-learn's shape (:func:`._map_search.search_results`): the kernel candidates
+        """``cv_results_`` in scikit-learn's shape (``search_results``): the kernel candidates
         (dicts of gamma and the searched kernel_params) slowest, in their order.
 
         With the CG route, ``dropped`` (n_kernels, n_alphas) holds the iteration after which successive

@@ -15,19 +15,19 @@ from numbers import Integral
 
 import dask
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import make_pipeline
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from ..learning._moments import STATISTICS_BYTES, _size, moments_nbytes, pool_folds
+from ..learning._moments import STATISTICS_BYTES, _size, fold_key, moments_nbytes, pool_folds
+from ..learning._search import search_results
 from ..learning._streaming import check_Xy, gather_moments
 from ..learning._targets import NumericTargets
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._ridge import Ridge
-from ._ridge_cv import SCORINGS, check_folds, cv_scores, fold_key
+from ._ridge_cv import SCORINGS, check_folds, cv_scores
 
 
 class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
@@ -360,31 +360,3 @@ def _fit_passes(transformer, lazy):
     if hasattr(transformer, "landmark_passes_"):
         return int(transformer.landmark_passes_)
     return int(lazy and isinstance(getattr(transformer, "gamma", None), str) and transformer.gamma == "scale")
-
-
-def search_results(candidates, alphas, scores):
-    """``cv_results_`` in scikit-learn's ``GridSearchCV`` shape, alpha fastest.
-
-    ``candidates``: dicts of the other parameters; ``scores``: (n_candidates, n_alphas, n_folds).
-    """
-    n_c, n_a, n_f = scores.shape
-    flat = scores.reshape(n_c * n_a, n_f)
-    params = [{**point, "alpha": float(alpha)} for point in candidates for alpha in alphas]
-    params = [dict(sorted(p.items())) for p in params]
-    results = {f"param_{name}": _param_column([p[name] for p in params]) for name in params[0]}
-    results["params"] = params
-    for k in range(n_f):
-        results[f"split{k}_test_score"] = flat[:, k]
-    mean = flat.mean(axis=1)
-    results["mean_test_score"] = mean
-    results["std_test_score"] = flat.std(axis=1)
-    # equal means share the best rank, as scikit-learn's (rankdata's 'min')
-    results["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
-    return results
-
-
-def _param_column(values):
-    """A ``param_<name>`` column as scikit-learn makes it: a masked array, numeric where every value is a number."""
-    numeric = all(isinstance(v, (Integral, float, np.floating)) and not isinstance(v, bool) for v in values)
-    column = np.asarray(values) if numeric else np.array(values, dtype=object)
-    return np.ma.MaskedArray(column, mask=False)

@@ -15,10 +15,9 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator
-from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from ..learning._moments import hashed_folds, pool_folds, without_folds
+from ..learning._moments import fold_key, hashed_folds, pool_folds, without_folds
 from ..learning._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
 from ..learning._streaming import check_Xy, gather_moments
 from ..learning._targets import NumericTargets
@@ -27,11 +26,6 @@ from ..utils._system import available_cpus
 from ._ridge import _StreamingRegressor
 
 SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error")
-
-
-def fold_key(random_state):
-    """The 63-bit key of the fold hash drawn from ``random_state`` (an int always gives the same)."""
-    return int(check_random_state(random_state).randint(0, np.iinfo(np.int64).max, dtype=np.int64))
 
 
 class HashedKFold(BaseCrossValidator):

@@ -13,11 +13,10 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dkapprox import Nystroem, RandomFourierFeatures, RBFSampler
-from dkapprox.learning._moments import MappedSpec, MomentsSpec, mapped_moments
+from dkapprox.learning._moments import MappedSpec, MomentsSpec, fold_key, mapped_moments
 from dkapprox.learning._streaming import gather_moments
 from dkapprox.learning._targets import NumericTargets
 from dkapprox.linear_model import FeatureMapRidgeCV, HashedKFold, Ridge
-from dkapprox.linear_model._ridge_cv import fold_key
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(240, 3))
