@@ -79,8 +79,8 @@ def one_pass_seconds(model, X):
     """A pass of the CG alone (``K^T K v`` over every block), timed: what each iteration costs."""
     from dkapprox.engine import _graph
     from dkapprox.inputs import _lazy
-    from dkapprox.linear_model._falkon import Centers, PassState, combine_normal
-    from dkapprox.linear_model._falkon_device import block_partial
+    from dkapprox.kernel_ridge._falkon import Centers, PassState, combine_normal
+    from dkapprox.kernel_ridge._falkon_device import block_partial
 
     v = np.random.default_rng(0).normal(size=(model.centers_.shape[0], 1))
     state = PassState(Centers(model._kernel(), model.centers_), v, None)
@@ -96,7 +96,8 @@ def leg(name, args, n, to_device, scheduler, test, record, centers_of=None):
     so that a leg the budget stops still reports what it measured."""
     import dask
 
-    from dkapprox.linear_model import KernelRidge, _falkon, _falkon_device
+    from dkapprox.kernel_ridge import _falkon, _falkon_device
+    from dkapprox.linear_model import KernelRidge
 
     # the CPU leg's blocks: at least two a core (blocks of --chunk rows would leave cores idle on its
     # fewer rows: the first H200 run gave 2 blocks to 16 cores); the GPU's: --chunk

@@ -264,9 +264,9 @@ def test_kernel_ridge_on_dask_cupy_blocks_stays_lazy_and_cupy(dtype):
 def test_kernel_ridge_preconditioner_on_cupy_is_the_hosts_and_solves_there():
     import cupy
 
+    from dkapprox.kernel_ridge._falkon import Preconditioner
+    from dkapprox.kernel_ridge._falkon_device import DevicePreconditioner
     from dkapprox.kernels._pairwise import Kernel
-    from dkapprox.linear_model._falkon import Preconditioner
-    from dkapprox.linear_model._falkon_device import DevicePreconditioner
 
     X, _ = _krr_data(n=300)
     kernel = Kernel("rbf", (("gamma", 0.3),))
@@ -288,7 +288,7 @@ def test_kernel_ridge_on_cupy_many_slices_a_block_give_what_one_slice_gives(monk
     """Slices of 64 rows (the last one short) through CuPy's reused buffer, against one slice a block."""
     import cupy
 
-    from dkapprox.linear_model import _falkon_device
+    from dkapprox.kernel_ridge import _falkon_device
 
     X, y = _krr_data(dtype=np.float32)
     one = _krr("rbf", dict(gamma=0.3), np.float32).fit(cupy.asarray(X), y)

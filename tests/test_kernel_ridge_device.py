@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from dkapprox.backends import _xp
+from dkapprox.kernel_ridge._falkon import Preconditioner
+from dkapprox.kernel_ridge._falkon_device import DevicePreconditioner
 from dkapprox.kernels._pairwise import Kernel
 from dkapprox.linear_model import KernelRidge
-from dkapprox.linear_model._falkon import Preconditioner
-from dkapprox.linear_model._falkon_device import DevicePreconditioner
 
 DEVICE = xs.Device("device1")
 CPU = xs.Device("CPU_DEVICE")
@@ -161,7 +161,7 @@ def test_a_host_model_predicts_device_arrays_on_the_device():
 @pytest.mark.parametrize("kernel, kw", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
 def test_many_slices_a_block_give_what_one_slice_gives(monkeypatch, kernel, kw):
     """A block cut into slices of 64 rows (the last one short): the slices' sums and the buffer they reuse."""
-    from dkapprox.linear_model import _falkon_device
+    from dkapprox.kernel_ridge import _falkon_device
 
     X, y = regression(dtype=np.float32)
     one = KernelRidge(**params(kernel, kw, np.float32)).fit(on_device(X), y)

@@ -52,7 +52,8 @@ LAYERS = [
     # the estimators: state + block function; no dask code of their own
     ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation",
                     "dkapprox.random_projection", "dkapprox.random_features", "dkapprox.nystroem",
-                    "dkapprox.learning", "dkapprox.linear_model", "dkapprox.metrics"],
+                    "dkapprox.learning", "dkapprox.kernel_ridge", "dkapprox.linear_model",
+                    "dkapprox.metrics"],
      ["foundation", "engine", "helpers", "kernels", "inputs"]),
     ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations

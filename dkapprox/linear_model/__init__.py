@@ -22,9 +22,9 @@ Put a dkapprox transformer in front of any of them with a scikit-learn
 the pass and never stored.
 """
 
+from ..kernel_ridge._kernel_ridge import KernelRidge, KernelRidgeClassifier
+from ..kernel_ridge._kernel_ridge_cv import KernelRidgeClassifierCV, KernelRidgeCV
 from ._incremental import Incremental
-from ._kernel_ridge import KernelRidge, KernelRidgeClassifier
-from ._kernel_ridge_cv import KernelRidgeClassifierCV, KernelRidgeCV
 from ._map_search import FeatureMapRidgeCV
 from ._ridge import Ridge, RidgeClassifier
 from ._ridge_cv import HashedKFold, RidgeCV

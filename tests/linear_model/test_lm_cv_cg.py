@@ -5,11 +5,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 
+from dkapprox.kernel_ridge import _cv_cg as cg
+from dkapprox.kernel_ridge._cv_stats import hashed_folds
+from dkapprox.kernel_ridge._falkon import Centers
 from dkapprox.kernels._pairwise import Kernel
 from dkapprox.learning._targets import NumericTargets
-from dkapprox.linear_model import _cv_cg as cg
-from dkapprox.linear_model._cv_stats import hashed_folds
-from dkapprox.linear_model._falkon import Centers
 
 RNG = np.random.default_rng(3)
 N, D, M, F, KEY = 700, 4, 24, 3, 11

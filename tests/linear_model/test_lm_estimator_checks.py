@@ -6,7 +6,7 @@ import pytest
 from _estimators import check_estimators
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-ESTIMATORS = check_estimators("linear_model")
+ESTIMATORS = check_estimators("linear_model") + check_estimators("kernel_ridge")
 
 # Checks that can only skip here: the array API (these learners take NumPy, sparse and dask
 # arrays) and predict_proba (RidgeClassifier has none, as in scikit-learn).

@@ -15,10 +15,10 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 from dkapprox import Nystroem
 from dkapprox.engine import _graph
+from dkapprox.kernel_ridge._falkon import Centers, PassState, combine_normal, normal_partial
 from dkapprox.kernels._pairwise import Kernel
 from dkapprox.learning._targets import NumericTargets
 from dkapprox.linear_model import KernelRidge, KernelRidgeClassifier
-from dkapprox.linear_model._falkon import Centers, PassState, combine_normal, normal_partial
 
 
 def regression(n=600, d=4, seed=0, targets=None, dtype=np.float64):
@@ -264,7 +264,7 @@ def test_float32_rbf_slices_are_within_their_derived_bound():
     the kernel value is off by gamma times that, relative, plus the float32 exponential's own rounding."""
     from sklearn.metrics.pairwise import rbf_kernel
 
-    from dkapprox.linear_model._falkon import _rbf32_slices
+    from dkapprox.kernel_ridge._falkon import _rbf32_slices
 
     rng = np.random.default_rng(5)
     X = (rng.normal(size=(3000, 20)) * 1.5).astype(np.float32)
@@ -283,7 +283,7 @@ def test_factored_rbf_slices_are_within_their_derived_bound_and_fall_back_outsid
     |c'|^2) (x' = x - mu, c' = c - mu, mu the centers' mean), so the kernel value by that, relative, plus the
     exponential's and three products' roundings. Rows far from the origin factor as well as any (centering);
     a block whose factors would leave exp(+-40) takes the plain path (and so the same kernel)."""
-    from dkapprox.linear_model._falkon import FACTORED_EXPONENT_LIMIT, kernel_parts
+    from dkapprox.kernel_ridge._falkon import FACTORED_EXPONENT_LIMIT, kernel_parts
 
     rng = np.random.default_rng(6)
     for dtype, gamma in ((np.float32, 0.05), (np.float64, 0.05), (np.float32, 2.0)):

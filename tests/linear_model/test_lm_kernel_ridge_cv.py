@@ -280,7 +280,7 @@ def test_auto_takes_the_statistics_route_for_small_searches_and_cg_where_statist
 
 
 def test_auto_measures_both_routes_and_takes_the_cheaper():
-    from dkapprox.linear_model import _kernel_ridge_cv
+    from dkapprox.kernel_ridge import _kernel_ridge_cv
 
     rows = RNG.normal(size=(20_000, 3))
     target = np.sin(2 * rows[:, 0])

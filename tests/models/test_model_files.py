@@ -87,7 +87,7 @@ def _fit(est, X):
     est = clone(est)
     if isinstance(est, (RidgeClassifier, KernelRidgeClassifier, KernelRidgeClassifierCV)):
         return est.fit(X, LABELS)
-    if type(est).__module__.startswith("dkapprox.linear_model"):
+    if type(est).__module__.startswith(("dkapprox.linear_model", "dkapprox.kernel_ridge")):
         return est.fit(X, Y)
     return est.fit(X)
 

@@ -292,7 +292,7 @@ _NOTES = """Notes
     The solver is Falkon's (Rudi, Carratino, Rosasco 2017): the Nystroem kernel ridge normal equations
     ``(K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y``, preconditioned with Cholesky factors of the
     ``m x m`` center kernel on the driver and solved by conjugate gradient
-    (``dkapprox.linear_model._falkon``). Each iteration is one pass over the row blocks: a task
+    (``dkapprox.kernel_ridge._falkon``). Each iteration is one pass over the row blocks: a task
     forms ``k(block, centers)`` a slice of rows at a time, multiplies it twice and returns an
     ``m x n_targets`` float64 partial, summed in a tree; the ``n x m`` matrix is never stored, and
     float32 blocks are multiplied in float32 a slice (a few hundred rows) at a time, each slice's

@@ -1,0 +1,1 @@
+"""Kernel ridge with Nystroem centers, solved by Falkon out of core, and its cross-validated searches."""
