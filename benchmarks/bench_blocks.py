@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _common import s3_bucket  # noqa: E402
 
 from dkapprox import io  # noqa: E402
-from dkapprox._jobs import _finished_same_job  # noqa: E402
+from dkapprox.cli._jobs import _finished_same_job  # noqa: E402
 from dkapprox.io._location import locate  # noqa: E402
 from dkapprox.io._markers import EVERY, LOG, clear_rows, encode  # noqa: E402
 from dkapprox.kernel_approximation import RBFSampler  # noqa: E402

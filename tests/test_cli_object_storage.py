@@ -20,7 +20,7 @@ from _rounding import transform_by_blocks
 from _s3 import ACCESS_KEY, REGION, SECRET_KEY
 
 from dkapprox import io, models
-from dkapprox._jobs import parse_storage_options
+from dkapprox.cli._jobs import parse_storage_options
 
 ROWS, CHUNK = 2000, 250
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

@@ -58,7 +58,7 @@ LAYERS = [
     ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations
     ("models", ["dkapprox.models"], ["foundation", "helpers", "storage", "registry"]),
-    ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"],
+    ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli"],
      ["foundation", "engine", "helpers", "cluster", "storage", "kernels", "inputs", "estimators", "registry",
       "models"]),
 ]
@@ -149,7 +149,7 @@ def test_a_low_layer_imports_without_the_layers_above_it(module):
              "dkapprox.cluster": ["dkapprox.io", "dkapprox._base", "dkapprox.engine._graph"],
              "dkapprox.io": ["dkapprox.inputs._lazy", "dkapprox._base", "dkapprox.kernel_approximation",
                              "dkapprox.nystroem", "dkapprox._registry", "dkapprox.models"],
-             "dkapprox.models": ["dkapprox.cli", "dkapprox._jobs", "dkapprox._demo"]}[module]
+             "dkapprox.models": ["dkapprox.cli"]}[module]
     code = (f"import sys, importlib.util\n"
             f"spec = importlib.util.find_spec('dkapprox')\n"  # the package itself, without its __init__
             f"import types; pkg = types.ModuleType('dkapprox'); pkg.__path__ = list(spec.submodule_search_locations)\n"

@@ -9,7 +9,7 @@ from _estimators import CHECKS, CONTRACT
 
 import dkapprox
 from dkapprox import _registry, cli
-from dkapprox._jobs import DEFAULT_RANDOM_STATE, make_estimator
+from dkapprox.cli._jobs import DEFAULT_RANDOM_STATE, make_estimator
 from dkapprox.models._state_codec import public_estimators
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

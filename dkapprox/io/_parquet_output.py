@@ -173,7 +173,7 @@ def _get(loc, key):
 
 @dataclass(frozen=True)
 class ParquetWriteReport:
-    """What a Parquet write did (the fields ``dkapprox._jobs.summary`` prints)."""
+    """What a Parquet write did (the fields ``dkapprox.cli._jobs.summary`` prints)."""
 
     path: str
     blocks_total: int

@@ -55,7 +55,7 @@ def bed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(bed):
     """The input on S3, and what a local run of the same blocks gives (the reference)."""
-    from dkapprox._jobs import make_estimator
+    from dkapprox.cli._jobs import make_estimator
 
     fs = bed.moto.make_bucket("data")
     X = np.random.default_rng(0).standard_normal((ROWS, FEATURES)).astype("float32")

@@ -16,12 +16,12 @@ import click
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from . import io
+from .. import io
+from ..cluster import ClusterConfig, WorkerWatch, connect
+from ..cluster._security import LOOPBACK_DASHBOARD
+from ..cluster._start import dashboard_link
+from ..engine import _graph
 from ._jobs import describe_model, make_estimator, plan_of, write
-from .cluster import ClusterConfig, WorkerWatch, connect
-from .cluster._security import LOOPBACK_DASHBOARD
-from .cluster._start import dashboard_link
-from .engine import _graph
 
 
 def synthetic_block(index, start, stop, n_features, seed):

@@ -52,7 +52,9 @@ import traceback
 
 import click
 
-from . import errors
+from .. import errors
+from .._version import __version__
+from ..utils._sklearn_compat import InvalidParameterError
 from ._jobs import (
     DEFAULT_RANDOM_STATE,
     METHODS,
@@ -86,8 +88,6 @@ from ._jobs import (
     write,
     write_parquet,
 )
-from ._version import __version__
-from .utils._sklearn_compat import InvalidParameterError
 
 log = logging.getLogger("dkapprox")
 
@@ -206,7 +206,7 @@ class Duration(click.ParamType):
     name = "duration"
 
     def convert(self, value, param, ctx):
-        from .cluster._schema import ClusterConfigError, duration
+        from ..cluster._schema import ClusterConfigError, duration
 
         try:
             return duration(f"--{param.name.replace('_', '-')}" if param else "duration", value)
@@ -292,7 +292,7 @@ def method_options(fn):
 
 @contextlib.contextmanager
 def _client(cluster_config, scheduler, start_timeout=None):
-    from .cluster import connect, load_config
+    from ..cluster import connect, load_config
 
     if cluster_config and scheduler:
         raise click.UsageError("give --cluster or --scheduler, not both")
@@ -365,7 +365,7 @@ def fit(input_path, method, n_components, gamma, random_state, params, component
         storage_option_items, cluster_config, scheduler, start_timeout):
     """Fit an estimator on INPUT (a Zarr array, or a Parquet dataset's --columns) and save it to --out (no
     pickle)."""
-    from . import models
+    from .. import models
 
     options = parse_storage_options(storage_option_items) or None
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
@@ -400,7 +400,7 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, k
               wait_timeout, refresh, device):
     """Featurize INPUT (a Zarr array, or a Parquet dataset's --columns) with a saved model into --out
     (resumable: rerun to finish)."""
-    from . import models
+    from .. import models
 
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
@@ -461,7 +461,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     Every feature map of dkapprox is a --method; e.g. --method fourier --param kernel=laplacian
     --param sampling=qmc, or --method binning (sparse features, stored dense: --compression zstd
     shrinks them)."""
-    from . import models
+    from .. import models
 
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
@@ -500,8 +500,8 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 def kernel_ridge_options(fn):
     from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 
-    from .linear_model import KernelRidge
-    from .nystroem.landmarks import SELECTORS
+    from ..linear_model import KernelRidge
+    from ..nystroem.landmarks import SELECTORS
 
     default = KernelRidge().get_params()
     fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
@@ -577,7 +577,7 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds
     pass of per-fold statistics (classes: one more) or CG passes shared by every candidate (--route), every
     candidate's score logged, the best refitted and saved with its cv_results_ (`dkapprox info` shows them).
     `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
-    from . import models
+    from .. import models
 
     options = parse_storage_options(storage_option_items) or None
     est = kernel_ridge_estimator(classify, n_folds, alphas, gammas, n_centers=n_centers, centers=centers,
@@ -629,7 +629,7 @@ def predict(input_path, model_path, out_path, scores, component, overwrite, colu
     The store holds one row per row of INPUT: the predictions (a classifier's labels, or with --scores its
     decision_function), one column per target, so one column for a single target. It is written, leased,
     resumed, refreshed and verified (`dkapprox verify`) as `transform`'s output is."""
-    from . import models
+    from .. import models
 
     wait = _wait(wait, wait_timeout)
     _refresh_or_overwrite(refresh, overwrite)
@@ -659,8 +659,8 @@ def info(path, as_json, storage_option_items):
     whether each input still matches the identity recorded when the store was written)."""
     import yaml
 
-    from . import io, models
-    from .models.model_files import is_model_dir
+    from .. import io, models
+    from ..models.model_files import is_model_dir
 
     options = parse_storage_options(storage_option_items) or None
     if is_model_dir(path, storage_options=options):
@@ -682,7 +682,7 @@ def verify(path, as_json, no_input, storage_option_items):
     """Check a finished output store: every block marker there, every chunk matching the checksum
     recorded when it was written, the input unchanged. Reads the store once, changes nothing.
     Exit 0 if it checks out, 65 if not (bad blocks are named by row range)."""
-    from . import io
+    from .. import io
 
     report = io.verify(path, check_input=not no_input,
                        storage_options=parse_storage_options(storage_option_items) or None)
@@ -701,7 +701,7 @@ def verify(path, as_json, no_input, storage_option_items):
 def cluster_config(name, list_names):
     """Print the cluster config template NAME (local, cuda, scheduler, slurm, pbs, kubernetes) to copy and edit,
     e.g. `dkapprox cluster-config slurm > slurm.yaml`; then `dkapprox cluster-script slurm.yaml` checks it."""
-    from .cluster import template, template_names
+    from ..cluster import template, template_names
 
     names = template_names()
     if list_names:
@@ -717,7 +717,7 @@ def cluster_config(name, list_names):
 @click.argument("config", type=click.Path(dir_okay=False))
 def cluster_script(config):
     """Check a cluster config and print what it would start (job script, DaskCluster), submitting nothing."""
-    from .cluster import load_config, render
+    from ..cluster import load_config, render
 
     click.echo(render(load_config(config)).rstrip())
 

@@ -16,8 +16,8 @@ import os
 import click
 import numpy as np
 
-from . import errors
-from ._registry import cli_methods
+from .. import errors
+from .._registry import cli_methods
 
 log = logging.getLogger("dkapprox")
 
@@ -28,7 +28,7 @@ DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not re
 
 def shown(path) -> str:
     """A path or URL as the command prints and records it: never with the credentials a URL may hold."""
-    from .io._location import redact
+    from ..io._location import redact
 
     return redact(path)
 
@@ -51,7 +51,7 @@ def one_line(exc: BaseException) -> str:
 def refuse_existing_model(path, overwrite, storage_options=None):
     """Fail before the fit, not after it, when saving would be refused (models.save has the final word)."""
     if path and "://" in str(path):
-        from .models.model_files import check_saveable
+        from ..models.model_files import check_saveable
 
         check_saveable(path, overwrite=overwrite, storage_options=storage_options)
         return
@@ -62,7 +62,7 @@ def refuse_existing_model(path, overwrite, storage_options=None):
 def refuse_missing_bucket(out, storage_options=None):
     """Name a missing output bucket before a fit, not after it (write_features has the final word)."""
     if out and "://" in str(out):
-        from .io._location import locate, missing_bucket
+        from ..io._location import locate, missing_bucket
 
         loc = locate(out, storage_options)
         bucket = missing_bucket(loc)
@@ -156,7 +156,7 @@ def build_estimator(cls, options, *, random_state=DEFAULT_RANDOM_STATE, params=(
 
 
 def open_input(path, component, block_rows=None, storage_options=None):
-    from . import io
+    from .. import io
 
     X = io.open_array(path, component, storage_options=storage_options)
     if block_rows:
@@ -179,7 +179,7 @@ def parse_columns(text, option="--columns"):
 
 def is_parquet_out(path) -> bool:
     """True if --out names a Parquet dataset to write: its name ends in .parquet, .parq or .pq."""
-    from .io._parquet import PARQUET_SUFFIXES
+    from ..io._parquet import PARQUET_SUFFIXES
 
     return str(path).rstrip("/").rsplit("/", 1)[-1].lower().endswith(PARQUET_SUFFIXES)
 
@@ -223,8 +223,8 @@ def write_parquet(client, features, out, *, dataset, names, keep, plan, overwrit
                   wait=False, storage_options=None):
     """Features (and kept columns) to a Parquet dataset, one part a block, resumable; the report, or None if
     already done (:mod:`dkapprox.io._parquet_output`)."""
-    from .cluster import run
-    from .io._parquet_output import write_parquet_features
+    from ..cluster import run
+    from ..io._parquet_output import write_parquet_features
 
     plan = {**plan, "output": {"format": "parquet", "keep_columns": list(keep or ())}}
     return write_parquet_features(features, out, dataset, names=names, keep=tuple(keep or ()), plan=plan,
@@ -241,8 +241,8 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
     regular for the store: ``block_rows``, else the largest file's rows (files of other lengths are
     split or joined across blocks; each file is still read whole by the task that needs it).
     """
-    from .inputs import _lazy
-    from .io import _parquet
+    from ..inputs import _lazy
+    from ..io import _parquet
 
     if not _parquet.is_parquet(path, storage_options):
         if columns is not None:
@@ -272,14 +272,14 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
 def require_workers_see(*paths, storage_options=None):
     """Refuse (UnsharedPathError) a local INPUT (or target) that the cluster's workers do not see, before a fit
     reads it."""
-    from .io._location import locate
-    from .io._probe import require_shared
+    from ..io._location import locate
+    from ..io._probe import require_shared
 
     require_shared(inputs=[locate(path, storage_options) for path in paths])
 
 
 def plan_of(command, input_path, component, X, model, device="cpu", sources=()):
-    from .models import fingerprint
+    from ..models import fingerprint
 
     plan = {
         "command": command,
@@ -308,7 +308,7 @@ def on_device(X, device):
     checked first (:func:`dkapprox.backends._xp.require_cuda`), so a machine without them fails before
     any cluster starts, never computing on the CPU in silence.
     """
-    from .backends import _xp
+    from ..backends import _xp
 
     if device == "cpu":
         return X, lambda Z: Z
@@ -322,7 +322,7 @@ def refuse_host_only(est, device):
     (:func:`dkapprox.random_features.binning.refuse_device`); computing it on the host instead
     would break ``on_device``'s promise never to fall back to the CPU in silence.
     """
-    from .random_features import RandomBinningFeatures
+    from ..random_features import RandomBinningFeatures
 
     if device != "cpu" and isinstance(est, RandomBinningFeatures):
         raise click.UsageError(f"--device {device}: RandomBinningFeatures (--method binning) runs on the host "
@@ -338,7 +338,7 @@ def storable(features):
     exactly ``transform(X).toarray()``; the model stays as fitted (a Python user loading it still
     gets sparse features). Mostly zeros: ``--compression zstd`` shrinks such a store.
     """
-    from .engine import _graph
+    from ..engine import _graph
 
     if not _graph.is_sparse_meta(features):
         return features
@@ -383,8 +383,8 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
     retried), also when it waited (``wait``) for another run of it to finish. ``refresh``
     rewrites only the blocks whose input changed, and writes appended rows.
     """
-    from . import io
-    from .cluster import run
+    from .. import io
+    from ..cluster import run
 
     if not overwrite and _finished_same_job(out, plan, io, storage_options):
         return None
@@ -468,9 +468,9 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
     same order; without ``--columns`` the features are the other columns). A target whose length is not
     INPUT's rows is bad input (65), refused before any cluster starts.
     """
-    from .inputs import _lazy
-    from .io import _parquet
-    from .io._zarr_store import open_target
+    from ..inputs import _lazy
+    from ..io import _parquet
+    from ..io._zarr_store import open_target
 
     check_targets_given(target, target_columns)
     y, where = None, shown(target) if target is not None else None
@@ -506,7 +506,7 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
 def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, centers, alpha, kernel, gamma, tol,
                            max_iter, random_state, params, route=None, kernel_params=None):
     """The unfitted KernelRidge[Classifier], or with ``n_folds`` its CV search; usage errors name the option."""
-    from .linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
+    from ..linear_model import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 
     common = (("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"),
               ("kernel", kernel, "--kernel"))
