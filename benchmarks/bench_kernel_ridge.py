@@ -128,7 +128,7 @@ def cost(args):
     from threadpoolctl import threadpool_limits
 
     from dkapprox.kernel_ridge._falkon import RBF32_SLICE_ELEMENTS, SLICE_ELEMENTS, Centers, PassState, normal_partial
-    from dkapprox.kernels._pairwise import Kernel
+    from dkapprox.kernels import Kernel
 
     rng = np.random.default_rng(0)
     rows = []

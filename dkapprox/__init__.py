@@ -18,7 +18,7 @@ from .models import load, save
 from .nystroem import Nystroem
 from .random_features import RandomBinningFeatures, RandomFourierFeatures, cauchy_kernel
 from .random_projection import GaussianRandomProjection, SparseRandomProjection, johnson_lindenstrauss_min_dim
-from .utils._progress import compute
+from .utils import compute
 
 __all__ = [
     "AdditiveChi2Sampler",

@@ -32,12 +32,9 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .backends import _xp
-from .engine import _graph
-from .inputs import _lazy
-from .inputs._validation import BlockCheck, check_input
-from .utils import _xarray
-from .utils._sklearn_compat import align_api_if_sparse, estimator_html_repr, wrap_data_with_container
+from . import backends, engine, inputs, utils
+from .inputs import BlockCheck, check_input
+from .utils import align_api_if_sparse, estimator_html_repr, format_size, wrap_data_with_container
 
 
 class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator,
@@ -81,8 +78,8 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         X = self._check(X, reset=True)
         # the state is drawn on the driver with NumPy: an array on a device (CuPy) is copied to the
         # host for the fit's statistics, and the fitted attributes are NumPy arrays, as after any fit
-        with _xp.fitting_on(X):  # its linear algebra may run where the data is (Nystroem's eigh)
-            self._fit(_xp.to_numpy(X))
+        with backends.fitting_on(X):  # its linear algebra may run where the data is (Nystroem's eigh)
+            self._fit(backends.to_numpy(X))
         return self
 
     def transform(self, X):
@@ -122,7 +119,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
           Maps with no reordered sum (random binning) are exact.
         """
         check_is_fitted(self)
-        given = _lazy.as_input(X)
+        given = inputs.as_input(X)
         return self._transform(self._check(given, reset=False), given)
 
     # -- hooks --------------------------------------------------------------
@@ -144,19 +141,19 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Features of the checked ``X``; ``given`` is the input through the door
         (:func:`dkapprox.inputs._lazy.as_input`)."""
         block_fn = block_fn or type(self)._block_fn
-        state = self._state(_xp.numpy_dtype(X)) if state is None else state
+        state = self._state(backends.numpy_dtype(X)) if state is None else state
         n_out = self._n_features_out if n_out is None else n_out
         if not given.lazy:
             out = self._wrap(block_fn(X, state), given.data)
         else:
-            out = _graph.map_rows(
+            out = engine.map_rows(
                 X, block_fn, state, n_out=n_out, dtype=self._out_dtype(X.dtype),
                 name=f"{type(self).__name__.lower()}-{name}", check=self._block_check(),
-                sparse=self._sparse_out(_graph.is_sparse_meta(X)),
+                sparse=self._sparse_out(engine.is_sparse_meta(X)),
             )
             if given.frame is not None:
                 out = self._wrap_lazy_frame(out, X, given.frame)
-        return out if given.dataarray is None else _xarray.wrap_like(out, given.dataarray, self)
+        return out if given.dataarray is None else utils.wrap_like(out, given.dataarray, self)
 
     def _wrap(self, out, X_orig):
         # sparse output with set_output(transform="pandas") raises, as in scikit-learn
@@ -176,7 +173,7 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         meta = self._wrap(empty, X_orig._meta)
         if type(meta).__module__.partition(".")[0] != "pandas" or not hasattr(meta, "columns"):
             return out
-        return _lazy.as_frame(out, X, X_orig, meta)
+        return inputs.as_frame(out, X, X_orig, meta)
 
     # -- repr: scikit-learn's, plus what was fitted -------------------------------
     def __repr__(self, N_CHAR_MAX=700):
@@ -230,16 +227,8 @@ def _fitted_dtype(fitted):
 def _state_nbytes(estimator, dtype):
     """Bytes of the state ``transform`` ships to the workers (one graph key) for input of ``dtype``."""
     make = getattr(estimator, "_state", None)
-    return 0 if make is None else _graph.nbytes(make(dtype))
+    return 0 if make is None else engine.nbytes(make(dtype))
 
-
-def _size(nbytes) -> str:
-    size, unit = float(nbytes), "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def _fitted_summary(estimator):
@@ -261,7 +250,7 @@ def _fitted_summary(estimator):
     if landmarks is not None:
         parts.append(f"{len(landmarks)} landmarks")
     try:
-        parts.append(f"state {_size(_state_nbytes(estimator, _fitted_dtype(fitted) or np.float64))}")
+        parts.append(f"state {format_size(_state_nbytes(estimator, _fitted_dtype(fitted) or np.float64))}")
     except Exception:  # a repr never raises
         pass
     return "fitted: " + ", ".join(parts)
@@ -277,7 +266,7 @@ def _fitted_facts(estimator):
     try:
         dtype = _fitted_dtype(fitted)
         nbytes = _state_nbytes(estimator, dtype or np.float64)
-        rows.append(("state shipped to the workers", f"{nbytes:,} bytes ({_size(nbytes)}), one graph key"))
+        rows.append(("state shipped to the workers", f"{nbytes:,} bytes ({format_size(nbytes)}), one graph key"))
         outs = [f"{np.dtype(d)} in, {estimator._out_dtype(np.dtype(d))} out" for d in (np.float32, np.float64)]
         kept = f"fitted arrays {dtype}" if dtype else "no fitted arrays"
         rows.append(("dtype", f"{kept}; " + "; ".join(outs)))

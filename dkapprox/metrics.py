@@ -18,9 +18,8 @@ from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .engine import _graph
-from .inputs import _lazy
-from .kernels._exact import chi2_sum_kernel, skewed_chi2_kernel
+from . import engine, inputs
+from .kernels import chi2_sum_kernel, skewed_chi2_kernel
 
 __all__ = ["KernelApproximationError", "kernel_approximation_error", "chi2_sum_kernel", "skewed_chi2_kernel"]
 
@@ -152,13 +151,13 @@ def kernel_approximation_error(transformer, X, *, kernel=None, n_samples=1000, r
 def _sample_rows(X, n_samples, random_state):
     """The sampled rows (sorted global indices) of in-memory or dask X, in memory."""
     rng = check_random_state(random_state)
-    given = _lazy.as_input(X, dtype=None)
+    given = inputs.as_input(X, dtype=None)
     if given.lazy:
         X = given.data
-        sizes = _graph.row_sizes(X)  # free when known; one pass when the row chunks are unknown
+        sizes = engine.row_sizes(X)  # free when known; one pass when the row chunks are unknown
         n = sum(sizes)
         index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))
-        return _lazy.compute(_graph.take_rows(X, index, sizes=sizes), arrays=[X])[0]
+        return inputs.compute(engine.take_rows(X, index, sizes=sizes), arrays=[X])[0]
     X = check_array(given.data, accept_sparse="csr", dtype=None)
     n = X.shape[0]
     index = np.sort(sample_without_replacement(n, min(n_samples, n), random_state=rng))

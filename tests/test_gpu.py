@@ -266,7 +266,7 @@ def test_kernel_ridge_preconditioner_on_cupy_is_the_hosts_and_solves_there():
 
     from dkapprox.kernel_ridge._falkon import Preconditioner
     from dkapprox.kernel_ridge._falkon_device import DevicePreconditioner
-    from dkapprox.kernels._pairwise import Kernel
+    from dkapprox.kernels import Kernel
 
     X, _ = _krr_data(n=300)
     kernel = Kernel("rbf", (("gamma", 0.3),))

@@ -25,7 +25,7 @@ import pytest
 from dkapprox.backends import _xp
 from dkapprox.kernel_ridge._falkon import Preconditioner
 from dkapprox.kernel_ridge._falkon_device import DevicePreconditioner
-from dkapprox.kernels._pairwise import Kernel
+from dkapprox.kernels import Kernel
 from dkapprox.linear_model import KernelRidge
 
 DEVICE = xs.Device("device1")

@@ -223,3 +223,15 @@ def test_every_package_lies_on_one_floor():
     assert not split, "packages on more than one floor:\n" + "\n".join(
         f"{package}: " + "; ".join(f"{layer}: {', '.join(sorted(ms))}" for layer, ms in floors.items())
         for package, floors in sorted(split.items()))
+
+
+def test_packages_share_through_their_front_doors():
+    # a package offers its names in its __init__; no module reaches into another package's modules
+    known = _modules()
+    wrong = []
+    for module, path in sorted(known.items()):
+        for target, line in sorted(imports_of(module, path, known)):
+            theirs = package_of(target)
+            if theirs != package_of(module) and target != theirs and theirs != "dkapprox":
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {target}")
+    assert not wrong, "import these from the package itself:\n" + "\n".join(wrong)

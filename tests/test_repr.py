@@ -14,6 +14,7 @@ import dkapprox
 from dkapprox.kernel_approximation import AdditiveChi2Sampler, RBFSampler
 from dkapprox.nystroem import Nystroem
 from dkapprox.random_projection import GaussianRandomProjection, SparseRandomProjection
+from dkapprox.utils import format_size
 
 X = np.random.default_rng(0).random((200, 8))
 
@@ -28,7 +29,7 @@ def test_fitted_repr_adds_widths_and_state_size():
     nbytes = est.random_weights_.nbytes + est.random_offset_.nbytes
     assert nbytes == 8 * 8 * 20 + 8 * 20
     assert repr(est) == (f"RBFSampler(n_components=20, random_state=0)  # fitted: 8 -> 20 features, "
-                         f"state {nbytes / 1024:.1f} KiB")
+                         f"state {format_size(nbytes)}")
     assert "landmarks" not in repr(est)
     small = RBFSampler(n_components=2, random_state=0).fit(X[:, :1])
     assert repr(small).endswith("# fitted: 1 -> 2 features, state 32 B")
@@ -39,7 +40,7 @@ def test_nystroem_shows_its_landmarks():
     # the state transform ships: landmarks and normalization (the landmarks' row indices stay on the driver)
     nbytes = est.components_.nbytes + est.normalization_.nbytes
     assert nbytes == 8 * 50 * 8 + 50 * 50 * 8
-    assert repr(est).endswith(f"# fitted: 8 -> 50 features, 50 landmarks, state {nbytes / 1024:.1f} KiB")
+    assert repr(est).endswith(f"# fitted: 8 -> 50 features, 50 landmarks, state {format_size(nbytes)}")
 
 
 def test_projections_have_components_but_no_landmarks():
@@ -52,7 +53,7 @@ def test_projections_have_components_but_no_landmarks():
 
 def test_large_states_in_mib_and_stateless_estimators():
     big = RBFSampler(n_components=4096, random_state=0).fit(np.ones((2, 300)))
-    assert repr(big).endswith("# fitted: 300 -> 4096 features, state 9.4 MiB")
+    assert repr(big).endswith("# fitted: 300 -> 4096 features, state 9.41 MiB")
     assert repr(AdditiveChi2Sampler().fit(X)).endswith("# fitted: 8 -> 24 features, state 0 B")
 
 
@@ -87,9 +88,9 @@ def test_jupyter_shows_the_note_in_html_and_text():
         note, summary, rows = _note(page)
         # inside the body where scikit-learn's page has one (>= 1.7), else after its last element
         assert note + "</body>" in page if "</body>" in page else page.endswith(note)
-        assert summary == "fitted: 8 -&gt; 20 features, state 1.4 KiB"
+        assert summary == "fitted: 8 -&gt; 20 features, state 1.41 kiB"
         # fitted on float64, as scikit-learn's: float32 input meets float64 weights
-        assert rows == {"state shipped to the workers": "1,440 bytes (1.4 KiB), one graph key",
+        assert rows == {"state shipped to the workers": "1,440 bytes (1.41 kiB), one graph key",
                         "dtype": "fitted arrays float64; float32 in, float64 out; float64 in, float64 out"}
     assert est.transform(X.astype(np.float32)).dtype == np.float64
     assert bundle["text/plain"] == repr(est)
@@ -102,8 +103,8 @@ def test_html_names_the_landmark_method_passes_bytes_and_dtype():
         est = Nystroem(n_components=20, landmarks=landmarks, random_state=0).fit(X32)
         _, summary, rows = _note(est._repr_html_())
         nbytes = 20 * 8 * 4 + 20 * 20 * 4  # float32 landmarks and normalization
-        assert summary == f"fitted: 8 -&gt; 20 features, 20 landmarks, state {nbytes / 1024:.1f} KiB"
-        assert rows == {"state shipped to the workers": f"{nbytes:,} bytes ({nbytes / 1024:.1f} KiB), one graph key",
+        assert summary == f"fitted: 8 -&gt; 20 features, 20 landmarks, state {format_size(nbytes)}"
+        assert rows == {"state shipped to the workers": f"{nbytes:,} bytes ({format_size(nbytes)}), one graph key",
                         "dtype": "fitted arrays float32; float32 in, float32 out; float64 in, float64 out",
                         "landmarks": f"{landmarks}: 20 rows, chosen in {passes} over the data"}
         assert est.transform(X32).dtype == np.float32 and est.transform(X).dtype == np.float64

@@ -15,11 +15,11 @@ import math
 import numba
 import numpy as np
 
-from ..utils._random import FMIX1 as _FMIX1
-from ..utils._random import FMIX2 as _FMIX2
-from ..utils._random import FMIX_ONE as _ONE
-from ..utils._random import FMIX_S32 as _S32
-from ..utils._random import FMIX_S33 as _S33
+from ..utils import FMIX1 as _FMIX1
+from ..utils import FMIX2 as _FMIX2
+from ..utils import FMIX_ONE as _ONE
+from ..utils import FMIX_S32 as _S32
+from ..utils import FMIX_S33 as _S33
 
 REDUCTION_LIMIT = (2.0**19) * (math.pi / 2)
 

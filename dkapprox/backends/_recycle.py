@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from ..utils._system import touched_empty
+from ..utils import touched_empty
 
 #: outputs smaller than this are plain arrays: their zeroing is cheap beside a mmap's system calls
 MIN_BYTES = 16 * 2**20

@@ -54,7 +54,7 @@ import click
 
 from .. import errors
 from .._version import __version__
-from ..utils._sklearn_compat import InvalidParameterError
+from ..utils import InvalidParameterError
 from ._jobs import (
     DEFAULT_RANDOM_STATE,
     METHODS,
@@ -206,11 +206,11 @@ class Duration(click.ParamType):
     name = "duration"
 
     def convert(self, value, param, ctx):
-        from ..cluster._schema import ClusterConfigError, duration
+        from ..cluster import duration
 
         try:
             return duration(f"--{param.name.replace('_', '-')}" if param else "duration", value)
-        except ClusterConfigError as exc:
+        except errors.ClusterConfigError as exc:
             self.fail(str(exc), param, ctx)
 
 
@@ -501,7 +501,7 @@ def kernel_ridge_options(fn):
     from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 
     from ..linear_model import KernelRidge
-    from ..nystroem.landmarks import SELECTORS
+    from ..nystroem import SELECTORS
 
     default = KernelRidge().get_params()
     fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
@@ -660,7 +660,7 @@ def info(path, as_json, storage_option_items):
     import yaml
 
     from .. import io, models
-    from ..models.model_files import is_model_dir
+    from ..models import is_model_dir
 
     options = parse_storage_options(storage_option_items) or None
     if is_model_dir(path, storage_options=options):

@@ -14,13 +14,11 @@ import time
 
 import click
 import numpy as np
-from dask.utils import format_bytes, parse_bytes
+from dask.utils import parse_bytes
 
-from .. import io
-from ..cluster import ClusterConfig, WorkerWatch, connect
-from ..cluster._security import LOOPBACK_DASHBOARD
-from ..cluster._start import dashboard_link
-from ..engine import _graph
+from .. import engine, io
+from ..cluster import LOOPBACK_DASHBOARD, ClusterConfig, WorkerWatch, connect, dashboard_link
+from ..utils import format_size
 from ._jobs import describe_model, make_estimator, plan_of, write
 
 
@@ -35,7 +33,7 @@ def synthetic_block(index, start, stop, n_features, seed):
 
 def make_data(rows, features, block_rows, seed=0):
     """The demo's synthetic data: a lazy float32 array made block by block on the workers."""
-    return _graph.generate_rows(synthetic_block, rows, features, chunk_rows=block_rows, dtype=np.float32,
+    return engine.generate_rows(synthetic_block, rows, features, chunk_rows=block_rows, dtype=np.float32,
                                 name="demo-data", args=(features, seed))
 
 
@@ -58,13 +56,13 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
     try:
         with connect(config, worker_log_level=worker_log_level) as client, WorkerWatch(client) as watch:
             nbytes = rows * features * 4
-            echo(f"cluster: LocalCluster, {workers} workers x {format_bytes(limit)} "
+            echo(f"cluster: LocalCluster, {workers} workers x {format_size(limit)} "
                  f"(dashboard {dashboard_link(client, config)})")
             lazy = make_data(rows, features, block_rows)
             made = write(client, lazy, input_path, progress=progress, overwrite=False,
                          plan={"command": "demo-data", "rows": rows, "features": features, "seed": 0})
             took = "kept from an earlier run" if made is None else f"in {made.seconds:.1f} s"
-            echo(f"made   {input_path}: {rows:,} x {features} float32, {format_bytes(nbytes)} "
+            echo(f"made   {input_path}: {rows:,} x {features} float32, {format_size(nbytes)} "
                  f"({nbytes / limit:.1f}x one worker's memory limit) {took}")
             X = io.open_array(input_path)
             est = make_estimator(method, n_components=n_components, gamma="scale" if method == "rbf" else None)
@@ -77,7 +75,7 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
             took = ("kept from an earlier run" if report is None else
                     f"{report.seconds:.1f} s ({rows / report.seconds:,.0f} rows/s)")
             size = rows * Z.shape[1] * Z.dtype.itemsize  # from the shape: array expressions have no Array.nbytes
-            echo(f"wrote  {out_path}: {rows:,} x {Z.shape[1]} {Z.dtype}, {format_bytes(size)} in "
+            echo(f"wrote  {out_path}: {rows:,} x {Z.shape[1]} {Z.dtype}, {format_size(size)} in "
                  f"{Z.numblocks[0] * Z.numblocks[1]} blocks, {took}")
             head = min(rows, 1000)
             stored = Z[:head].compute()
@@ -88,8 +86,8 @@ def run(*, rows, features, method, n_components, workers, memory_limit, block_ro
             echo(f"check  first {head:,} rows equal the in-memory transform (max |difference| {difference:.1e})")
         w = watch.report
         peak = max(w.peak_rss.values(), default=0)
-        echo(f"workers: peak memory {format_bytes(peak)} of {format_bytes(limit)}, restarts {w.restarts}, "
-                   f"paused {len(w.paused)}, spilled {format_bytes(sum(w.spilled_bytes.values()))}")
+        echo(f"workers: peak memory {format_size(peak)} of {format_size(limit)}, restarts {w.restarts}, "
+                   f"paused {len(w.paused)}, spilled {format_size(sum(w.spilled_bytes.values()))}")
         echo(f"done in {time.perf_counter() - begun:.1f} s" + ("" if keep else "; removed the demo data"))
     finally:
         if not keep:

@@ -28,7 +28,7 @@ DEFAULT_RANDOM_STATE = 0  # a rerun must draw the same model, or it could not re
 
 def shown(path) -> str:
     """A path or URL as the command prints and records it: never with the credentials a URL may hold."""
-    from ..io._location import redact
+    from ..io import redact
 
     return redact(path)
 
@@ -51,7 +51,7 @@ def one_line(exc: BaseException) -> str:
 def refuse_existing_model(path, overwrite, storage_options=None):
     """Fail before the fit, not after it, when saving would be refused (models.save has the final word)."""
     if path and "://" in str(path):
-        from ..models.model_files import check_saveable
+        from ..models import check_saveable
 
         check_saveable(path, overwrite=overwrite, storage_options=storage_options)
         return
@@ -62,7 +62,7 @@ def refuse_existing_model(path, overwrite, storage_options=None):
 def refuse_missing_bucket(out, storage_options=None):
     """Name a missing output bucket before a fit, not after it (write_features has the final word)."""
     if out and "://" in str(out):
-        from ..io._location import locate, missing_bucket
+        from ..io import locate, missing_bucket
 
         loc = locate(out, storage_options)
         bucket = missing_bucket(loc)
@@ -179,7 +179,7 @@ def parse_columns(text, option="--columns"):
 
 def is_parquet_out(path) -> bool:
     """True if --out names a Parquet dataset to write: its name ends in .parquet, .parq or .pq."""
-    from ..io._parquet import PARQUET_SUFFIXES
+    from ..io import PARQUET_SUFFIXES
 
     return str(path).rstrip("/").rsplit("/", 1)[-1].lower().endswith(PARQUET_SUFFIXES)
 
@@ -224,7 +224,7 @@ def write_parquet(client, features, out, *, dataset, names, keep, plan, overwrit
     """Features (and kept columns) to a Parquet dataset, one part a block, resumable; the report, or None if
     already done (:mod:`dkapprox.io._parquet_output`)."""
     from ..cluster import run
-    from ..io._parquet_output import write_parquet_features
+    from ..io import write_parquet_features
 
     plan = {**plan, "output": {"format": "parquet", "keep_columns": list(keep or ())}}
     return write_parquet_features(features, out, dataset, names=names, keep=tuple(keep or ()), plan=plan,
@@ -241,10 +241,9 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
     regular for the store: ``block_rows``, else the largest file's rows (files of other lengths are
     split or joined across blocks; each file is still read whole by the task that needs it).
     """
-    from ..inputs import _lazy
-    from ..io import _parquet
+    from .. import inputs, io
 
-    if not _parquet.is_parquet(path, storage_options):
+    if not io.is_parquet(path, storage_options):
         if columns is not None:
             raise click.UsageError(f"--columns: {shown(path)} is a Zarr store, not a Parquet dataset; "
                                    "--columns picks a Parquet dataset's columns (a Zarr array's are all read)")
@@ -252,13 +251,13 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
     if component is not None:
         raise click.UsageError(f"--component: {shown(path)} is a Parquet dataset; pick its columns with --columns")
     try:
-        dataset = _parquet.open_parquet(path, columns, storage_options=storage_options)
+        dataset = io.open_parquet(path, columns, storage_options=storage_options)
     except errors.InputDataError as exc:
         absent = getattr(exc, "absent_columns", None)
         if absent:
             raise click.BadParameter(one_line(exc), param_hint="--columns") from None
         raise
-    X = _lazy.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
+    X = inputs.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
     rows = X.chunks[0]
     if block_rows:
         X = X.rechunk({0: block_rows})
@@ -272,8 +271,7 @@ def open_data(path, component=None, block_rows=None, storage_options=None, colum
 def require_workers_see(*paths, storage_options=None):
     """Refuse (UnsharedPathError) a local INPUT (or target) that the cluster's workers do not see, before a fit
     reads it."""
-    from ..io._location import locate
-    from ..io._probe import require_shared
+    from ..io import locate, require_shared
 
     require_shared(inputs=[locate(path, storage_options) for path in paths])
 
@@ -308,11 +306,11 @@ def on_device(X, device):
     checked first (:func:`dkapprox.backends._xp.require_cuda`), so a machine without them fails before
     any cluster starts, never computing on the CPU in silence.
     """
-    from ..backends import _xp
+    from .. import backends
 
     if device == "cpu":
         return X, lambda Z: Z
-    return _xp.cuda_blocks(X), _xp.host_blocks
+    return backends.cuda_blocks(X), backends.host_blocks
 
 
 def refuse_host_only(est, device):
@@ -338,9 +336,9 @@ def storable(features):
     exactly ``transform(X).toarray()``; the model stays as fitted (a Python user loading it still
     gets sparse features). Mostly zeros: ``--compression zstd`` shrinks such a store.
     """
-    from ..engine import _graph
+    from .. import engine
 
-    if not _graph.is_sparse_meta(features):
+    if not engine.is_sparse_meta(features):
         return features
     return features.map_blocks(_dense_block, dtype=features.dtype,
                                meta=np.empty((0,) * features.ndim, dtype=features.dtype))
@@ -468,18 +466,17 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
     same order; without ``--columns`` the features are the other columns). A target whose length is not
     INPUT's rows is bad input (65), refused before any cluster starts.
     """
-    from ..inputs import _lazy
-    from ..io import _parquet
-    from ..io._zarr_store import open_target
+    from .. import inputs, io
+    from ..io import open_target
 
     check_targets_given(target, target_columns)
     y, where = None, shown(target) if target is not None else None
     if target_columns is not None:
-        if not _parquet.is_parquet(path, storage_options):
+        if not io.is_parquet(path, storage_options):
             raise click.UsageError(f"--target-column: {shown(path)} is a Zarr store, not a Parquet dataset; give "
                                    "its targets as a Zarr array with --target")
         try:
-            dataset = _parquet.open_parquet(path, target_columns, storage_options=storage_options)
+            dataset = io.open_parquet(path, target_columns, storage_options=storage_options)
         except errors.InputDataError as exc:
             if getattr(exc, "absent_columns", None):
                 raise click.BadParameter(one_line(exc), param_hint="--target-column") from None
@@ -490,7 +487,7 @@ def open_training_data(path, component=None, *, target=None, target_columns=None
                                      param_hint="--target-column")
         if columns is None:
             columns = tuple(c for c in dataset.column_names if c not in target_columns)
-        y = _lazy.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
+        y = inputs.frame_as_dask(dataset.frame(), dtype=dataset.dtype, rows=dataset.rows)
         where = f"{shown(path)} column{'s' if len(target_columns) > 1 else ''} {', '.join(target_columns)}"
     X, sources = open_data(path, component, storage_options=storage_options, columns=columns)
     if y is None:

@@ -12,9 +12,11 @@ wheel): :func:`template_names`, :func:`template`, ``dkapprox cluster-config NAME
 
 from ..errors import ClusterConfigError, ClusterConnectError
 from ._config import ClusterConfig, load_config, parse_config
+from ._memory import WorkerMemory, active_client, check_memory, explain_worker_deaths
 from ._run import WorkerReport, WorkerWatch, run
-from ._schema import SCHEMAS
-from ._start import connect, default_config, render
+from ._schema import SCHEMAS, duration
+from ._security import LOOPBACK_DASHBOARD
+from ._start import connect, dashboard_link, default_config, render
 from ._templates import template, template_names
 
 __all__ = ["SCHEMAS", "ClusterConfig", "ClusterConfigError", "ClusterConnectError", "connect",

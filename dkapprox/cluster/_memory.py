@@ -43,17 +43,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TemporaryFailure, WorkerMemoryError
+from ..utils import format_size
 
 logger = logging.getLogger("dkapprox.cluster")
 SUGGESTION_MARGIN = 0.85
 
 __all__ = ["BlockMemory", "MemoryCheck", "WorkerMemory", "check_memory", "explain_worker_deaths"]
 
-
-def _size(nbytes) -> str:
-    from dask.utils import format_bytes
-
-    return format_bytes(int(nbytes))
 
 
 def _round_down(n: int) -> int:
@@ -98,7 +94,8 @@ class BlockMemory:
 
     def describe(self) -> str:
         shape = " x ".join(f"{n:,}" for n in self.shape)
-        return f"{shape} {self.dtype} ({_size(self.nbytes)}; a task holds about {_size(self.need)} with its input)"
+        return (f"{shape} {self.dtype} ({format_size(self.nbytes)}; a task holds about {format_size(self.need)} "
+                "with its input)")
 
     @classmethod
     def of(cls, features) -> BlockMemory:
@@ -145,8 +142,8 @@ class WorkerMemory:
     stuck: int = 0
 
     def describe(self) -> str:
-        return (f"the workers' memory limit is {_size(self.limit)} with {_size(self.in_use)} held by an idle "
-                f"worker" + (f" ({self.threads} threads)" if self.threads > 1 else ""))
+        return (f"the workers' memory limit is {format_size(self.limit)} with {format_size(self.in_use)} held by an "
+                f"idle worker" + (f" ({self.threads} threads)" if self.threads > 1 else ""))
 
     @classmethod
     def of(cls, client) -> WorkerMemory | None:
@@ -200,8 +197,8 @@ class MemoryCheck:
                       "or give workers more memory")
         elif self.workers is not None:
             wanted = (self.workers.in_use + self.blocks.need * self.workers.threads) / self.workers.pause
-            advice = (f"fewer rows per block do not help: give workers a memory limit of at least {_size(wanted)} "
-                      f"for blocks of {self.blocks.shape[0]:,} rows")
+            advice = (f"fewer rows per block do not help: give workers a memory limit of at least "
+                      f"{format_size(wanted)} for blocks of {self.blocks.shape[0]:,} rows")
         else:
             advice = "rechunk the input to fewer rows per block or give workers more memory"
         return WorkerMemoryError(facts, advice, suggested_rows=rows, block_shape=self.blocks.shape,
@@ -243,20 +240,20 @@ def check_memory(features, client=None) -> MemoryCheck | None:
     if blocks.nbytes > workers.largest_limit * workers.terminate:
         raise check.error(
             f"blocks of {blocks.describe()} cannot fit any worker: the largest worker's memory limit is "
-            f"{_size(workers.largest_limit)} and its nanny kills it at {workers.terminate:.0%} of that; "
+            f"{format_size(workers.largest_limit)} and its nanny kills it at {workers.terminate:.0%} of that; "
             "nothing was computed")
     if workers.stuck == workers.workers:
         time.sleep(1)  # memory freed a moment ago may still be returned: ask once more
         workers = WorkerMemory.of(client)
         if workers is not None and workers.stuck == workers.workers:
             raise MemoryCheck(blocks, workers).error(
-                f"every worker is idle above dask's pause line ({_size(workers.in_use)} of its "
-                f"{_size(workers.limit)} memory limit), so no task would ever start; nothing was computed")
+                f"every worker is idle above dask's pause line ({format_size(workers.in_use)} of its "
+                f"{format_size(workers.limit)} memory limit), so no task would ever start; nothing was computed")
     if blocks.need > workers.budget:
         rows = check.suggested_rows
         logger.warning("blocks of %s rows need about %s per task and the tightest worker has %s per thread: "
-                       "workers may run out of memory%s", f"{blocks.shape[0]:,}", _size(blocks.need),
-                       _size(max(workers.budget, 0)), f" ({rows:,} rows per block would fit)" if rows else "")
+                       "workers may run out of memory%s", f"{blocks.shape[0]:,}", format_size(blocks.need),
+                       format_size(max(workers.budget, 0)), f" ({rows:,} rows per block would fit)" if rows else "")
     return check
 
 
@@ -277,10 +274,10 @@ def worker_death_error(killed, check: MemoryCheck | None = None, objs=(), *, sin
         return TemporaryFailure(f"{head}), not for memory (no nanny killed the last one over its memory limit): "
                                 "the cluster lost them; rerun when it is healthy (finished blocks are kept)")
     limit = int(getattr(killed.last_worker, "memory_limit", 0) or 0)
-    head += f"; out of memory: its nanny killed the last one at {_size(kill.get('rss', 0))})"
+    head += f"; out of memory: its nanny killed the last one at {format_size(kill.get('rss', 0))})"
     if check is not None:
         where = check.workers.describe() if check.workers else (
-            f"the workers' memory limit is {_size(limit)}" if limit else "")
+            f"the workers' memory limit is {format_size(limit)}" if limit else "")
         return check.error(f"{head}: its blocks are {check.blocks.describe()}" + (f" and {where}" if where else ""),
                            attempts=attempts, killed=killed)
     block = _task_block(killed.task, objs)
@@ -288,10 +285,10 @@ def worker_death_error(killed, check: MemoryCheck | None = None, objs=(), *, sin
     if block is not None:
         shape, dtype = block
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        facts += f": it works on a block of {' x '.join(f'{n:,}' for n in shape)} {dtype} ({_size(nbytes)})"
+        facts += f": it works on a block of {' x '.join(f'{n:,}' for n in shape)} {dtype} ({format_size(nbytes)})"
         advice += f" (now {shape[0]:,})"
     if limit:
-        facts += f" on workers with a {_size(limit)} memory limit"
+        facts += f" on workers with a {format_size(limit)} memory limit"
     return WorkerMemoryError(facts, f"{advice} or give workers more memory", block_shape=shape, block_bytes=nbytes,
                              memory_limit=limit or None, attempts=attempts, killed=killed)
 

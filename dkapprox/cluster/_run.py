@@ -51,7 +51,7 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
     from distributed import as_completed
     from distributed import progress as progress_bar
 
-    from ..utils import _progress
+    from .. import utils
     from ._memory import explain_worker_deaths
 
     states = []
@@ -70,11 +70,11 @@ def run(client, lazy, *, progress=False, memory=None, parts=None, spread=()):
             place = "notebook" if progress == "notebook" else "terminal"
             if parts is None:
                 if progress:  # "notebook": distributed's widget; else its text bar on stderr
-                    _progress.show_distributed(progress_bar, futures, place)
+                    utils.show_distributed(progress_bar, futures, place)
                 return futures[0].result()
             # distributed's bars wait for every key to be known to the scheduler: a part released
             # before they start would keep them waiting forever. A bar told the count instead.
-            bar = _progress.CountBar(len(futures), place) if progress and futures else None
+            bar = utils.CountBar(len(futures), place) if progress and futures else None
             for done, future in enumerate(as_completed(futures), 1):
                 if future.status != "finished" and future.key not in released:  # a released one reads cancelled
                     if bar is not None:

@@ -10,7 +10,7 @@ import dask
 import yaml
 
 from ..errors import ClusterConfigError, ClusterConnectError
-from ..utils._system import available_cpus
+from ..utils import available_cpus
 from ._config import ClusterConfig
 from ._extras import require as _require
 from ._security import LOOPBACK_DASHBOARD, for_jobqueue, is_loopback

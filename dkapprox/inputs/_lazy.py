@@ -30,9 +30,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ..backends import _xp
-from ..engine import _graph
-from ..utils import _progress, _xarray
+from .. import backends, engine, utils
 
 __all__ = ["FLOAT_DTYPES", "Input", "as_dask", "as_frame", "as_input", "compute", "frame_as_dask"]
 
@@ -88,7 +86,7 @@ class Input:
         """The array namespace of the data's blocks (a dask array's: its chunks'); None for NumPy and sparse."""
         if self.form == MEMORY:
             return None
-        return _xp.namespace(self.data._meta if self.lazy else self.data)
+        return backends.namespace(self.data._meta if self.lazy else self.data)
 
     def in_memory(self):
         """The data in memory: computed (one pass) if it is lazy, else as it is."""
@@ -147,7 +145,7 @@ def as_input(X, *, dtype=FLOAT_DTYPES, targets=False) -> Input:
     """
     if isinstance(X, Input):
         return X
-    if _xarray.is_dataarray(X):
+    if utils.is_dataarray(X):
         return dataclasses.replace(as_input(X.data, dtype=dtype, targets=targets), dataarray=X)
     if isinstance(X, da.Array):
         return Input(X, LAZY)
@@ -160,7 +158,7 @@ def as_input(X, *, dtype=FLOAT_DTYPES, targets=False) -> Input:
             f"dkapprox does not read a {type(X).__module__}.{type(X).__qualname__}: give a NumPy array, a "
             "scipy.sparse matrix, a dask array or DataFrame, a Zarr array, an xarray.DataArray (a Dataset's "
             "variable: ds['name']) or an array of an array-API namespace (CuPy).")
-    return Input(X, MEMORY if _xp.namespace(X) is None else DEVICE)
+    return Input(X, MEMORY if backends.namespace(X) is None else DEVICE)
 
 
 def as_dask(X) -> da.Array:
@@ -193,8 +191,8 @@ def _open_zarr(z, targets):
     """A Zarr array as dask: checked by dkapprox.io as samples x features; a 1-D target vector as it is."""
     if targets and len(z.shape) == 1:
         # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
-        return da.from_array(z, chunks=z.chunks) if _graph.expression_mode() else da.from_zarr(z)
-    from ..io._zarr_store import open_array  # imported here: zarr is imported only when used
+        return da.from_array(z, chunks=z.chunks) if engine.expression_mode() else da.from_zarr(z)
+    from ..io import open_array
 
     return open_array(z)
 
@@ -260,7 +258,7 @@ def frame_as_dask(X, dtype=None, rows=None) -> da.Array:
     if rows is not None and len(rows) != len(parts):
         raise ValueError(f"{len(rows)} row counts given for {len(parts)} partitions")
     chunks = ((np.nan,) * len(parts) if rows is None else tuple(int(n) for n in rows),) + tuple((t,) for t in tail)
-    return _graph.array_from_graph(graph, values, chunks, np.empty((0,) * (1 + len(tail)), dtype=dtype))
+    return engine.array_from_graph(graph, values, chunks, np.empty((0,) * (1 + len(tail)), dtype=dtype))
 
 
 def _partition_values(part, dtype, na_value):
@@ -322,7 +320,7 @@ def persist_if_fits(X):
     import dask
     import psutil
 
-    from ..cluster._memory import WorkerMemory, active_client
+    from ..cluster import WorkerMemory, active_client
 
     fraction = float(dask.config.get("dkapprox.persist-fraction", PERSIST_FRACTION))
     # from the shape: array expressions have no Array.nbytes; NaN where a row size is unknown
@@ -353,7 +351,7 @@ def compute(*objs, arrays=()):
     Each pass shows its progress in Jupyter or on a terminal
     (:func:`dkapprox.utils._progress.compute`; ``DKAPPROX_PROGRESS=0`` turns it off).
     """
-    from ..cluster._memory import explain_worker_deaths  # imported here: distributed only when computing
+    from ..cluster import explain_worker_deaths
 
     with explain_worker_deaths(objs=objs + tuple(arrays)):
-        return _progress.compute(*objs)
+        return utils.compute(*objs)

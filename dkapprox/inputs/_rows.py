@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import _xp
-from ..engine import _graph
+from .. import backends, engine
 from . import _lazy
 
 
@@ -59,10 +58,10 @@ class DaskRows:
         if self._sizes is None:
             if any(c != c for c in self.X.chunks[0]):  # NaN: unknown chunk sizes
                 self.passes += 1
-                self._sizes = _graph.row_sizes(self.X)
-                self.X = _graph.with_row_sizes(self.X, self._sizes)
+                self._sizes = engine.row_sizes(self.X)
+                self.X = engine.with_row_sizes(self.X, self._sizes)
             else:
-                self._sizes = _graph.row_sizes(self.X)
+                self._sizes = engine.row_sizes(self.X)
         return self._sizes
 
     @property
@@ -72,8 +71,8 @@ class DaskRows:
     def take(self, indices):
         # device blocks (CuPy) are copied to the host for the rows taken: the landmarks and the
         # pilot are NumPy state, drawn on the driver (only the blocks holding a wanted row are read)
-        host = self.X.map_blocks(_xp.to_numpy, dtype=self.X.dtype, meta=_host_meta(self.X))
-        lazy = _graph.take_rows(host, indices, sizes=self.sizes)
+        host = self.X.map_blocks(backends.to_numpy, dtype=self.X.dtype, meta=_host_meta(self.X))
+        lazy = engine.take_rows(host, indices, sizes=self.sizes)
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
 
@@ -82,14 +81,14 @@ class DaskRows:
         total (one total and one group of partials held at a time, for large partials) instead of a tree."""
         if self._sizes is None:  # every block must know its global row offset
             self._sizes = self.sizes
-        lazy = _graph.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state, running=running)
+        lazy = engine.reduce_aligned_rows([self.X], chunk_fn, combine_fn, state, running=running)
         self.passes += 1
         return _lazy.compute(lazy, arrays=[self.X])[0]
 
 
 def _host_meta(X):
     meta = X._meta
-    return meta if _xp.namespace(meta) is None else np.empty((0,) * X.ndim, dtype=X.dtype)
+    return meta if backends.namespace(meta) is None else np.empty((0,) * X.ndim, dtype=X.dtype)
 
 
 def _checked(block, check):

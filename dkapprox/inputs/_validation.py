@@ -21,8 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite, check_non_negative, validate_data
 
-from ..backends import _xp
-from ..engine import _graph
+from .. import backends, engine
 from . import _lazy
 from ._lazy import FLOAT_DTYPES
 
@@ -58,7 +57,7 @@ def check_input(estimator, X, *, reset, accept_sparse=("csr", "csc"), ensure_non
     kind = X.dtype.kind
     if kind == "c":  # before the sparse check, as in scikit-learn's check_array
         raise ValueError(f"Complex data not supported (dask array of dtype {X.dtype}).")
-    if _graph.is_sparse_meta(X) and not accept_sparse:
+    if engine.is_sparse_meta(X) and not accept_sparse:
         raise TypeError(
             f"Sparse data was passed for X, but dense data is required ({name}). "
             "Use '.map_blocks(lambda b: b.toarray())' to convert the dask blocks to dense."
@@ -145,10 +144,10 @@ def _check_device_array(estimator, given, *, reset, ensure_non_negative, dtype):
             "Reshape your data either using array.reshape(-1, 1) if your data has a single "
             "feature or array.reshape(1, -1) if it contains a single sample."
         )
-    kind = _xp.numpy_dtype(X).kind
+    kind = backends.numpy_dtype(X).kind
     if kind not in "biuf":
         raise ValueError(f"dtype {X.dtype} is not supported by {name}: convert the array to float64 or float32.")
-    if dtype is not None and _xp.numpy_dtype(X) not in [np.dtype(d) for d in dtype]:
+    if dtype is not None and backends.numpy_dtype(X) not in [np.dtype(d) for d in dtype]:
         X = xp.astype(X, getattr(xp, np.dtype(dtype[0]).name))
     for size, what in ((X.shape[0], "sample"), (X.shape[1], "feature")):
         if size == 0:
@@ -190,7 +189,7 @@ class BlockCheck:
     def __call__(self, block):
         if 0 in block.shape:  # an empty block (zero-row chunks are legal) has no value to check,
             return  # and check_non_negative's min() of it would raise NumPy's zero-size error
-        if _xp.namespace(block) is not None:
+        if backends.namespace(block) is not None:
             self.start(block)()
             return
         self._on_host(block)
@@ -203,7 +202,7 @@ class BlockCheck:
         function after queueing the block's work (:mod:`dkapprox.engine._device_turns`), so the wait
         does not empty the device's queue.
         """
-        xp = _xp.namespace(block)
+        xp = backends.namespace(block)
         if xp is None or 0 in block.shape:
             self(block)
             return _nothing
@@ -216,11 +215,11 @@ class BlockCheck:
                 fine = ~flag if fine is None else fine & ~flag
         if fine is None:
             return _nothing
-        is_fine = _xp.truth_later(fine)
+        is_fine = backends.truth_later(fine)
 
         def finish():
             if not is_fine():
-                self._on_host(_xp.to_numpy(block))
+                self._on_host(backends.to_numpy(block))
 
         return finish
 

@@ -14,8 +14,13 @@ It sits below the estimators (they open Zarr input through it), so it imports
 none of them: model files, which rebuild estimators, are :mod:`dkapprox.models`.
 """
 
+from ._common import canonical_json, package_version, utc_now
+from ._location import OBJECT_STORES, locate, missing_bucket, redact
+from ._parquet import PARQUET_SUFFIXES, is_parquet, open_parquet
+from ._parquet_output import write_parquet_features
+from ._probe import require_shared
 from ._verify import VerifyReport, verify
-from ._zarr_store import open_array, open_features
+from ._zarr_store import open_array, open_features, open_target
 from .describe import describe
 from .writer import PendingWrite, WriteReport, write_features
 

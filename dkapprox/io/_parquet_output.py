@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import _graph
+from .. import engine
 from ..errors import (
     IncompleteStoreError,
     InputChangedError,
@@ -252,7 +252,7 @@ def write_parquet_features(features, out, dataset, *, names, keep=(), plan, over
         offsets = tuple(int(x) for x in np.concatenate([[0], np.cumsum(dataset.rows)]))
         writer = ParquetPartWriter(loc, dataset.loc, tuple(dataset.keys), offsets, keep, names, block_rows,
                                    compression, lease.checker())
-        blocks = _graph.row_blocks(features)  # one delayed object a row block (to_delayed()[:, 0])
+        blocks = engine.row_blocks(features)  # one delayed object a row block (to_delayed()[:, 0])
         shipped = dask.delayed(writer, pure=True)
         writes = [dask.delayed(shipped)(blocks[i], i, dask_key_name=f"dkapprox-parquet-part-{i}-{uuid.uuid4().hex}")
                   for i in todo]

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..engine import _graph
+from .. import engine
 from ..errors import IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
 from ._common import canonical_json, package_version, utc_now
 from ._identity import compare, has_listing, identify, listing_digest, save_listing
@@ -312,9 +312,8 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     >>> float(open_features(out).sum().compute())
     16000.0
     """
-    from ..cluster import run
-    from ..cluster._memory import active_client, check_memory, explain_worker_deaths
-    from ..utils import _progress  # dask.compute with a progress display where a person is watching
+    from .. import utils
+    from ..cluster import active_client, check_memory, explain_worker_deaths, run
 
     started = time.perf_counter()
     if compression not in COMPRESSIONS:
@@ -354,7 +353,7 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         raise
     todo = [tuple(int(i) for i in index) for index in np.argwhere(~done)]
     name = f"dkapprox-write-{uuid.uuid4().hex}"
-    lazy = _graph.store_blocks(features, writer, todo, name=name)
+    lazy = engine.store_blocks(features, writer, todo, name=name)
 
     def finalize(written=None) -> WriteReport:
         lease.check()
@@ -366,17 +365,17 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         return report
 
     pending = PendingWrite(lazy, finalize, str(loc), int(done.size), len(todo), memory, lease,
-                           tuple(_graph.written_keys(lazy)), tuple(_graph.shipped_states(lazy)))
+                           tuple(engine.written_keys(lazy)), tuple(engine.shipped_states(lazy)))
     if not compute:
         return pending
     try:
         client = active_client()
         if client is not None:  # each write released as it finishes: a lost worker loses none of them
             written = run(client, lazy, memory=memory, parts=pending.parts, spread=pending.spread,
-                          progress=_progress.where())
+                          progress=utils.where())
         else:
             with explain_worker_deaths(memory, objs=(lazy,)):
-                (written,) = _progress.compute(lazy)
+                (written,) = utils.compute(lazy)
         return finalize(written)
     finally:
         lease.release()  # done, or failed: a rerun need not wait for it to expire
@@ -396,7 +395,7 @@ def _storable(features):
     if any(np.isnan(c) for axis in features.chunks for c in axis):
         raise InputDataError("features have unknown chunk sizes (NaN); call features.compute_chunk_sizes() "
                              "first, or keep the rows whole (e.g. no boolean indexing)")
-    if _graph.is_sparse_meta(features):
+    if engine.is_sparse_meta(features):
         raise InputDataError("features have sparse blocks; a Zarr store holds dense data: use "
                              "features.map_blocks(lambda b: b.toarray(), dtype=features.dtype)")
     if features.dtype.kind not in "biuf":
@@ -429,7 +428,7 @@ def input_arrays(features):
     import zarr
 
     found = {}
-    for node in _graph.graph_constants(features, lambda v: isinstance(v, zarr.Array)):
+    for node in engine.graph_constants(features, lambda v: isinstance(v, zarr.Array)):
         loc = location_of_node(node)
         if loc is not None:
             found.setdefault(loc.url, (node, loc))

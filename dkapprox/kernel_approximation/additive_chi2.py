@@ -10,12 +10,11 @@ import scipy.sparse as sp
 from sklearn.kernel_approximation import AdditiveChi2Sampler as _SkAdditiveChi2Sampler
 from sklearn.utils.validation import check_is_fitted
 
+from .. import backends, inputs
 from .._base import BlockwiseTransformer
-from ..backends import _xp
-from ..engine._graph import SizedState
-from ..inputs import _lazy
-from ..kernels._exact import chi2_sum_kernel
-from ..utils._sklearn_compat import check_feature_names_in
+from ..engine import SizedState
+from ..kernels import chi2_sum_kernel
+from ..utils import check_feature_names_in
 
 # Vedaldi & Zisserman 2011, figure 2 c)
 _DEFAULT_INTERVAL = {1: 0.8, 2: 0.5, 3: 0.4}
@@ -30,7 +29,7 @@ class Chi2State(SizedState):
 def additive_chi2_features(block, state):
     if sp.issparse(block):
         return _sparse_features(sp.csr_matrix(block), state)
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
         return _features_xp(xp, block, state)
     steps, interval = state.sample_steps, state.sample_interval
@@ -141,7 +140,7 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
 
     def transform(self, X):
         # stateless, as in scikit-learn: transform works without fit
-        given = _lazy.as_input(X)
+        given = inputs.as_input(X)
         X_valid = self._check(given, reset=False)
         n_out = X_valid.shape[1] * (2 * self.sample_steps - 1)
         return self._transform(X_valid, given, state=self._state(X_valid.dtype), n_out=n_out)

@@ -12,9 +12,9 @@ from sklearn.kernel_approximation import PolynomialCountSketch as _SkPolynomialC
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+from .. import backends
 from .._base import BlockwiseTransformer
-from ..backends import _xp
-from ..engine._graph import SizedState
+from ..engine import SizedState
 
 _TILE_BYTES = 8 * 2**20  # bound on the complex intermediate of one row tile
 
@@ -27,9 +27,9 @@ class SketchState(SizedState):
 
 
 def count_sketch_features(block, state):
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
-        return _count_sketch_xp(xp, block, _xp.state_on(state, block))
+        return _count_sketch_xp(xp, block, backends.state_on(state, block))
     n, m = block.shape[0], state.sketches[0].shape[1]
     dtype = block.dtype
     out = np.empty((n, m), dtype=dtype)
@@ -58,7 +58,7 @@ def _count_sketch_xp(xp, block, state):
     for start in range(0, n, tile):
         xg = block[start:min(start + tile, n), :] * math.sqrt(state.gamma)
         if state.coef0 != 0:
-            column = xp.full((xg.shape[0], 1), math.sqrt(state.coef0), dtype=xg.dtype, device=_xp.device_of(xg))
+            column = xp.full((xg.shape[0], 1), math.sqrt(state.coef0), dtype=xg.dtype, device=backends.device_of(xg))
             xg = xp.concat([xg, column], axis=1)
         product = None
         for sketch in state.sketches:

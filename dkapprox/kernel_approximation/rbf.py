@@ -11,13 +11,11 @@ from sklearn.kernel_approximation import RBFSampler as _SkRBFSampler
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+from .. import backends, engine, inputs
 from .._base import BlockwiseTransformer
-from ..backends import _jit, _xp
-from ..backends._stats import combine_block_moments, moments
-from ..engine import _graph
-from ..engine._graph import SizedState
-from ..inputs import _lazy
-from ..inputs._validation import BlockCheck
+from ..backends import combine_block_moments, moments
+from ..engine import SizedState
+from ..inputs import BlockCheck
 
 
 @dataclass(frozen=True)
@@ -30,21 +28,21 @@ class FourierState(SizedState):
 
 def fourier_features(block, state):
     scale = math.sqrt(2.0 / state.offset.shape[0])
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is None:
-        return _jit.fourier_map(block, state.weights, state.offset, scale)
-    state = _xp.state_on(state, block)
-    return _xp.fourier(xp, block @ state.weights, state.offset, scale)
+        return backends.fourier_map(block, state.weights, state.offset, scale)
+    state = backends.state_on(state, block)
+    return backends.fourier(xp, block @ state.weights, state.offset, scale)
 
 
 def data_variance(X, estimator_name):
     """Variance of all entries, as scikit-learn's gamma='scale' needs it (one pass)."""
-    if not _lazy.as_input(X).lazy:
+    if not inputs.as_input(X).lazy:
         if sp.issparse(X):
             return X.multiply(X).mean() - X.mean() ** 2
         return X.var()
     # each block is checked where it is read, so that NaN and infinity get their own messages
-    n, _, m2, _ = _lazy.compute(_graph.tree_reduce(X, checked_moments, combine_block_moments,
+    n, _, m2, _ = inputs.compute(engine.tree_reduce(X, checked_moments, combine_block_moments,
                                                     args=(BlockCheck(estimator_name),)), arrays=[X])[0]
     return m2 / n if n else 0.0
 

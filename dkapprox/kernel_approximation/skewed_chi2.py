@@ -8,10 +8,10 @@ import numpy as np
 from sklearn.kernel_approximation import SkewedChi2Sampler as _SkSkewedChi2Sampler
 from sklearn.utils import check_random_state
 
-from ..backends import _xp
-from ..engine._graph import SizedState
-from ..inputs._validation import BlockCheck
-from ..kernels._exact import skewed_chi2_kernel
+from .. import backends
+from ..engine import SizedState
+from ..inputs import BlockCheck
+from ..kernels import skewed_chi2_kernel
 from .rbf import FourierSampler, FourierState, fourier_features
 
 
@@ -22,7 +22,7 @@ class SkewedChi2State(SizedState):
 
 
 def skewed_chi2_features(block, state):
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:  # a new array too: log(block + c), on the block's device
         return fourier_features(xp.log(block + state.skewedness), state.fourier)
     shifted = block + np.asarray(state.skewedness, dtype=block.dtype)  # new array: blocks stay untouched

@@ -33,8 +33,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 
-from ..engine._graph import SizedState
-from ..learning._moments import check_weights
+from ..engine import SizedState
+from ..learning import check_weights
 from ._cv_stats import block_folds, fold_sums, regression_scores
 from ._falkon import (
     FACTORED64_SLICE_ELEMENTS,

@@ -39,8 +39,8 @@ import scipy.linalg
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 
-from ..engine._graph import SizedState
-from ..learning._moments import check_weights, hashed_folds
+from ..engine import SizedState
+from ..learning import check_weights, hashed_folds
 
 #: kernel values per slice of rows (32 MiB of float64)
 SLICE_ELEMENTS = 2**22

@@ -42,10 +42,10 @@ import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 from threadpoolctl import threadpool_limits
 
-from ..backends import _jit
-from ..engine._graph import SizedState
-from ..kernels._pairwise import kernel_slices
-from ..learning._moments import check_weights
+from .. import backends
+from ..engine import SizedState
+from ..kernels import kernel_slices
+from ..learning import check_weights
 
 #: kernel values per slice of rows in a pass (32 MiB of float64 distances: 512 rows at m = 8,192)
 SLICE_ELEMENTS = 2**22
@@ -60,7 +60,7 @@ FACTORED64_SLICE_ELEMENTS = 2**20
 class Centers(SizedState):
     """The centers and their kernel: what every block of a pass or a prediction needs."""
 
-    kernel: object  # dkapprox.kernels._pairwise.Kernel
+    kernel: object  # dkapprox.kernels.Kernel
     points: np.ndarray  # (m, n_features), in the blocks' dtype
 
 
@@ -181,7 +181,7 @@ class _RBFFactors:
 
 
 def centers_kernel(centers, X, dtype):
-    """``(s, k(X[s], centers))`` by row slices: :func:`~dkapprox.kernels._pairwise.kernel_slices`, except the
+    """``(s, k(X[s], centers))`` by row slices: :func:`~dkapprox.kernels.kernel_slices`, except the
     rbf kernel on dense float32 rows, whose distances come from a float32 product (:func:`_rbf32_slices`)."""
     if (X.dtype == np.float32 and not sp.issparse(X) and not sp.issparse(centers.points)
             and isinstance(centers.kernel.metric, str) and centers.kernel.metric == "rbf"):
@@ -210,7 +210,7 @@ def _rbf32_slices(centers, X):
         part = X[lo : lo + rows]
         K = buffer[: part.shape[0]]
         np.matmul(part, C.T, out=K)
-        if not _jit.rbf_exponents(K, row_norms(part.astype(np.float64), squared=True), c_norms, gamma, K):
+        if not backends.rbf_exponents(K, row_norms(part.astype(np.float64), squared=True), c_norms, gamma, K):
             K *= -2.0
             K += row_norms(part, squared=True)[:, None]
             K += c_norms.astype(np.float32)

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import _xp
-from ..inputs._rows import InMemoryRows
-from ..kernels._device import DEVICE_KERNELS, device_between
-from ..learning._moments import check_weights
+from .. import backends
+from ..inputs import InMemoryRows
+from ..kernels import DEVICE_KERNELS, device_between
+from ..learning import check_weights
 from ._falkon import _NOT_PD, FACTORED_EXPONENT_LIMIT, MAX_JITTER, normal_partial, predict_block
 
 #: kernel values per slice of rows on a device (256 MiB of float32 at m = 16,384: 4,096 rows)
@@ -60,7 +60,7 @@ def _gamma(kernel, n_features):
 
 
 def _dtype_of(xp, X):
-    dtype = _xp.numpy_dtype(X)
+    dtype = backends.numpy_dtype(X)
     return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
@@ -69,7 +69,7 @@ class _DeviceSlices:
 
     def __init__(self, xp, points, kernel, X, dtype):
         self.xp, self.X, self.kernel = xp, X, kernel
-        self.device = _xp.device_of(X)
+        self.device = backends.device_of(X)
         self.np_dtype = np.dtype(dtype)
         self.dtype = getattr(xp, self.np_dtype.name)
         self.points = points
@@ -101,7 +101,7 @@ class _DeviceSlices:
 
     def __iter__(self):
         xp = self.xp
-        cupy = _xp.is_cupy(xp)
+        cupy = backends.is_cupy(xp)
         buffer = None
         for lo in range(0, self.X.shape[0], self.rows):
             hi = min(lo + self.rows, self.X.shape[0])
@@ -127,7 +127,7 @@ class _DeviceSlices:
 def block_partial(row_start, state, X, *others):
     """The pass's block function the estimators map: :func:`._falkon.normal_partial` of a NumPy or sparse
     block, :func:`device_normal_partial` of a block of another namespace (CuPy)."""
-    xp = _xp.namespace(X)
+    xp = backends.namespace(X)
     if xp is None:
         return normal_partial(row_start, state, X, *others)
     return device_normal_partial(xp, state, X, *others)
@@ -135,7 +135,7 @@ def block_partial(row_start, state, X, *others):
 
 def block_predict(block, state):
     """``k(block, C) @ coef``: :func:`._falkon.predict_block`, or :func:`device_predict` on a device block."""
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is None:
         return predict_block(block, state)
     return device_predict(xp, block, state)
@@ -148,18 +148,18 @@ def device_normal_partial(xp, state, X, *others):
     if state.check is not None:
         state.check(X)
     dtype = _dtype_of(xp, X)
-    device = _xp.device_of(X)
-    on = _xp.state_on(state, X)  # the centers and v on this device, once a process a pass
+    device = backends.device_of(X)
+    on = backends.state_on(state, X)  # the centers and v on this device, once a process a pass
     w = None
     if state.weighted:
-        w_host = check_weights(_xp.to_numpy(others[-1]), rows)
+        w_host = check_weights(backends.to_numpy(others[-1]), rows)
         weight = float(w_host.sum())
         w = xp.asarray(w_host.astype(dtype), device=device)
     else:
         weight = float(rows)
     slices = _DeviceSlices(xp, on.centers.points, state.centers.kernel, X, dtype)
     if state.v is None:
-        u_all = state.targets.encode(_xp.to_numpy(others[0]), dtype)
+        u_all = state.targets.encode(backends.to_numpy(others[0]), dtype)
         width = u_all.shape[1]
         u_all = xp.asarray(np.ascontiguousarray(u_all), device=device)
     else:
@@ -180,14 +180,14 @@ def device_normal_partial(xp, state, X, *others):
         g = g + xp.astype(E.T @ u, xp.float64)
     if slices.b is not None:
         g = g * slices.b[:, None]
-    return _xp.to_numpy(g), weight, rows
+    return backends.to_numpy(g), weight, rows
 
 
 def device_predict(xp, block, state):
     """:func:`._falkon.predict_block` of a device block: ``k(block, C) @ coef`` there, in its dtype."""
     check_device_kernel(state.centers.kernel, "KernelRidge")
     dtype = _dtype_of(xp, block)
-    on = _xp.state_on(state, block)
+    on = backends.state_on(state, block)
     slices = _DeviceSlices(xp, on.centers.points, state.centers.kernel, block, dtype)
     coef = on.coef
     if slices.b is not None:
@@ -200,7 +200,7 @@ def device_predict(xp, block, state):
             out = out * (a if out.ndim == 1 else a[:, None])
         parts.append(out)
     if not parts:
-        return xp.zeros((0,) + tuple(coef.shape[1:]), dtype=slices.dtype, device=_xp.device_of(block))
+        return xp.zeros((0,) + tuple(coef.shape[1:]), dtype=slices.dtype, device=backends.device_of(block))
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
@@ -209,13 +209,13 @@ class _Triangular:
 
     def __init__(self, xp, L):
         self.xp = xp
-        if _xp.is_cupy(xp):
+        if backends.is_cupy(xp):
             from cupyx.scipy.linalg import solve_triangular
 
             self._solve = solve_triangular
             self.L, self.inverse = L, None
         else:  # the array API has no triangular solver: invert once, multiply every time
-            eye = xp.eye(L.shape[0], dtype=L.dtype, device=_xp.device_of(L))
+            eye = xp.eye(L.shape[0], dtype=L.dtype, device=backends.device_of(L))
             self.L, self.inverse = None, xp.linalg.solve(L, eye)
 
     def solve(self, x):
@@ -238,7 +238,7 @@ def _diagonal(xp, M):
 def _cholesky(xp, M):
     """The lower Cholesky factor of ``M`` on its device, or None where ``M`` is not positive definite."""
     try:
-        if _xp.is_cupy(xp):
+        if backends.is_cupy(xp):
             import cupyx
 
             with cupyx.errstate(linalg="raise"):  # CuPy otherwise returns a partial factor in silence
@@ -314,12 +314,12 @@ class DevicePreconditioner:
         xp = self.xp
         x = xp.asarray(np.ascontiguousarray(v, dtype=np.float64), device=self.device)
         if len(self.A) == 1:
-            return _xp.to_numpy(fn(next(iter(self.A.values())), x))
+            return backends.to_numpy(fn(next(iter(self.A.values())), x))
         out = np.empty_like(v, dtype=np.float64)
         for alpha, A in self.A.items():
             cols = np.flatnonzero(self.alphas == alpha)
             part = xp.take(x, xp.asarray(cols, device=self.device), axis=1)
-            out[:, cols] = _xp.to_numpy(fn(A, part))
+            out[:, cols] = backends.to_numpy(fn(A, part))
         return out
 
     def apply(self, v):
@@ -342,6 +342,6 @@ class DeviceRows(InMemoryRows):
 
     def take(self, indices):
         self.passes += 1
-        xp = _xp.namespace(self.X)
-        index = xp.asarray(np.asarray(indices, dtype=np.int64), device=_xp.device_of(self.X))
-        return _xp.to_numpy(xp.take(self.X, index, axis=0))
+        xp = backends.namespace(self.X)
+        index = xp.asarray(np.asarray(indices, dtype=np.int64), device=backends.device_of(self.X))
+        return backends.to_numpy(xp.take(self.X, index, axis=0))

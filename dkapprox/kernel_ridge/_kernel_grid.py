@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.metrics.pairwise import KERNEL_PARAMS
 from sklearn.model_selection import ParameterGrid
 
-from ..kernels._pairwise import Kernel
+from ..kernels import Kernel
 
 #: the named kernels' parameters besides gamma (scikit-learn's KERNEL_PARAMS) that a search takes a grid of
 SEARCHABLE = ("coef0", "degree")

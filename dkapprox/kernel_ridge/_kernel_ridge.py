@@ -15,26 +15,31 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from ..backends import _xp
-from ..engine import _graph
-from ..inputs import _lazy
-from ..inputs._rows import row_source
-from ..inputs._validation import FLOAT_DTYPES, BlockCheck, check_input
-from ..kernels._pairwise import Kernel
-from ..learning._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
-from ..learning._solve import penalties
-from ..learning._streaming import (
+from .. import backends, engine, inputs, utils
+from ..inputs import FLOAT_DTYPES, BlockCheck, check_input, row_source
+from ..kernels import Kernel
+from ..learning import (
+    FITTED,
+    LABELS,
+    SAMPLE_WEIGHT,
+    SCORES,
+    X_ROWS,
+    Y_LABELS,
+    Y_TARGETS,
+    NumericTargets,
     StreamedScore,
     apply_rows,
     check_sample_weight,
     check_Xy,
     classifier_targets,
+    documented,
     in_memory,
+    label_output,
+    labels_of,
+    penalties,
 )
-from ..learning._targets import NumericTargets, label_output, labels_of
-from ..nystroem.landmarks import SELECTORS, Given, make_selector
-from ..utils import _progress
-from ..utils._sklearn_compat import Interval, StrOptions
+from ..nystroem import SELECTORS, Given, make_selector
+from ..utils import Interval, StrOptions
 from ._falkon import (
     Centers,
     LabelState,
@@ -104,7 +109,7 @@ class _FalkonKernelRidge(BaseEstimator):
         """gamma='scale' as scikit-learn's SVC: ``1 / (n_features * X.var())`` (1 for constant X); its passes."""
         if not (isinstance(self.gamma, str) and self.gamma == "scale"):
             return 0
-        from ..kernel_approximation.rbf import data_variance
+        from ..kernel_approximation import data_variance
 
         var = float(data_variance(X, type(self).__name__))
         self.gamma_ = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
@@ -115,7 +120,7 @@ class _FalkonKernelRidge(BaseEstimator):
             return make_selector(self.centers, self.center_params)
         if self.center_params:
             raise ValueError("center_params has no options for an array of centers.")
-        given = check_array(_lazy.as_input(self.centers, dtype=None).in_memory(), accept_sparse="csr",
+        given = check_array(inputs.as_input(self.centers, dtype=None).in_memory(), accept_sparse="csr",
                             dtype=FLOAT_DTYPES, input_name="centers")
         if given.shape[1] != X.shape[1]:
             raise ValueError(f"centers has {given.shape[1]} features, but {type(self).__name__} is fitted on "
@@ -146,7 +151,7 @@ class _FalkonKernelRidge(BaseEstimator):
         if alphas.size == 1:
             alphas = np.full(targets.n_targets, alphas[0])
         check = BlockCheck(type(self).__name__)
-        xp = _xp.namespace(X._meta if lazy else X)  # where the data lives: None for NumPy (and NumPy meta)
+        xp = backends.namespace(X._meta if lazy else X)  # where the data lives: None for NumPy (and NumPy meta)
         if xp is not None:
             check_device_kernel(kernel, type(self).__name__)
         rows = DeviceRows(X) if not lazy and xp is not None else row_source(X, check=check if lazy else None)
@@ -156,19 +161,19 @@ class _FalkonKernelRidge(BaseEstimator):
         n_centers = self._n_centers(n_samples, selector)
         chosen = selector.select(rows, n_centers, kernel, check_random_state(self.random_state))
         points = chosen.components
-        dtype = _xp.numpy_dtype(X) if xp is not None and not lazy else X.dtype
+        dtype = backends.numpy_dtype(X) if xp is not None and not lazy else X.dtype
         points = points.astype(dtype) if points.dtype != dtype else points
         centers = Centers(kernel, points)
         dense = points.toarray() if sp.issparse(points) else points
         if xp is not None and hasattr(xp, "linalg"):  # the m x m algebra where the data is (_falkon_device)
-            pre = DevicePreconditioner(xp, _xp.device_of(X._meta if lazy else X), kernel, dense, alphas)
+            pre = DevicePreconditioner(xp, backends.device_of(X._meta if lazy else X), kernel, dense, alphas)
         else:
             pre = Preconditioner(kernel.between(np.asarray(dense, dtype=np.float64),
                                                 np.asarray(dense, dtype=np.float64)), alphas)
         if lazy:
             if any(c != c for c in X.chunks[0]):  # NaN: row sizes were unknown; row_source counted them
-                X = _graph.with_row_sizes(X, rows.sizes)
-            X, self.input_persisted_ = _lazy.persist_if_fits(X)
+                X = engine.with_row_sizes(X, rows.sizes)
+            X, self.input_persisted_ = inputs.persist_if_fits(X)
         else:
             self.input_persisted_ = False
         arrays = [X, y] if weights is None else [X, y, weights]
@@ -184,7 +189,7 @@ class _FalkonKernelRidge(BaseEstimator):
             return pre.apply_t(g * factor) + pre.penalty(beta)
 
         def report(iteration, residual):
-            _progress.news(log, "%s: CG iteration %d of at most %d, relative residual %.3g (tol %g), %.1f s",
+            utils.news(log, "%s: CG iteration %d of at most %d, relative residual %.3g (tol %g), %.1f s",
                            type(self).__name__, iteration, self.max_iter, residual, self.tol,
                            time.perf_counter() - started)
 
@@ -207,8 +212,8 @@ class _FalkonKernelRidge(BaseEstimator):
     def _pass(arrays, state, lazy):
         if not lazy:
             return block_partial(0, state, *arrays)
-        reduced = _graph.reduce_aligned_rows(arrays, block_partial, combine_normal, state)
-        return _lazy.compute(reduced, arrays=arrays[:1])[0]
+        reduced = engine.reduce_aligned_rows(arrays, block_partial, combine_normal, state)
+        return inputs.compute(reduced, arrays=arrays[:1])[0]
 
     def _predict_state(self, coef):
         return PredictState(Centers(self._kernel(), self.centers_), coef)
@@ -216,7 +221,7 @@ class _FalkonKernelRidge(BaseEstimator):
     def _scores(self, X, method):
         """``k(X, centers_) @ dual_coef_``: NumPy for in-memory X, lazy for dask."""
         check_is_fitted(self)
-        given = _lazy.as_input(X)
+        given = inputs.as_input(X)
         X = check_input(self, given, reset=False)
         coef = self.dual_coef_
         return apply_rows(self, X, given.lazy, block_predict, self._predict_state(coef), tail=coef.shape[1:],
@@ -356,10 +361,10 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
         return self._scores(X, "predict")
 
     def _score_in_memory(self, X, y):
-        if _xp.namespace(X) is not None:  # a device array's predictions come to the host to be scored
+        if backends.namespace(X) is not None:  # a device array's predictions come to the host to be scored
             from sklearn.metrics import r2_score
 
-            return r2_score(_xp.to_numpy(in_memory(y)), _xp.to_numpy(self.predict(X)))
+            return r2_score(backends.to_numpy(in_memory(y)), backends.to_numpy(self.predict(X)))
         return RegressorMixin.score(self, X, in_memory(y))
 
     def _score_plan(self, X):
@@ -414,7 +419,7 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
     @documented("Class labels (lazy on dask input).", X_ROWS, returns=LABELS)
     def predict(self, X):
         check_is_fitted(self)
-        given = _lazy.as_input(X)
+        given = inputs.as_input(X)
         if given.namespace is not None:
             raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
                              "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")

@@ -19,26 +19,28 @@ from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from ..backends import _xp
-from ..engine import _graph
-from ..inputs import _lazy
-from ..inputs._rows import row_source
-from ..inputs._validation import BlockCheck
-from ..kernels._pairwise import Kernel
-from ..learning._docs import FITTED, SAMPLE_WEIGHT, X_ROWS, Y_LABELS, Y_TARGETS, documented
-from ..learning._moments import STATISTICS_BYTES, _size, fold_key
-from ..learning._search import search_results
-from ..learning._streaming import (
+from .. import backends, engine, inputs, utils
+from ..inputs import BlockCheck, row_source
+from ..kernels import Kernel
+from ..learning import (
+    FITTED,
+    SAMPLE_WEIGHT,
+    STATISTICS_BYTES,
+    X_ROWS,
+    Y_LABELS,
+    Y_TARGETS,
+    NumericTargets,
     StreamedScore,
     check_sample_weight,
     check_Xy,
     classifier_targets,
     distinct_labels,
+    documented,
+    fold_key,
+    search_results,
     target_input,
 )
-from ..learning._targets import NumericTargets
-from ..utils import _progress
-from ..utils._sklearn_compat import Interval, StrOptions
+from ..utils import Interval, StrOptions, format_size
 from . import _cv_cg as cg
 from . import _cv_stats as cv
 from . import _kernel_grid
@@ -149,7 +151,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         if given.lazy:
             distinct = np.asarray(distinct_labels(labels))  # one pass over the labels (dask's unique: legacy only)
             if not lazy:
-                labels = np.asarray(_lazy.compute(labels)[0])
+                labels = np.asarray(inputs.compute(labels)[0])
         else:
             labels = np.asarray(labels)
             distinct = np.unique(labels)
@@ -172,9 +174,9 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         if self.route != "statistics" and cg_size > limit:
             most = max(0, int(limit / (3 * 8 * columns)))
             raise ValueError(
-                f"The search's CG columns would take {_size(cg_size)} a task ({columns} columns = {kernels} x "
+                f"The search's CG columns would take {format_size(cg_size)} a task ({columns} columns = {kernels} x "
                 f"n_alphas x (n_folds + 1) x n_targets, of n_centers={m} float64, three times), more than "
-                f"dkapprox.cv-statistics-bytes={_size(limit)}: use at most {most} centers with this grid, or "
+                f"dkapprox.cv-statistics-bytes={format_size(limit)}: use at most {most} centers with this grid, or "
                 "fewer gammas, alphas or folds (or raise the limit where the workers have the memory).")
         size = n_kernels * n_folds * m * m * 8
         if size > limit and self.route == "auto":
@@ -182,9 +184,9 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         if size > limit:
             most = max(0, int((limit / (8 * n_kernels * n_folds)) ** 0.5))
             raise ValueError(
-                f"The search's statistics would take {_size(size)} a task ({kernels}={n_kernels} x "
+                f"The search's statistics would take {format_size(size)} a task ({kernels}={n_kernels} x "
                 f"n_folds={n_folds} x n_centers^2={m}^2 float64), more than dkapprox.cv-statistics-bytes="
-                f"{_size(limit)}: use at most {most} centers with this grid, or fewer gammas or folds "
+                f"{format_size(limit)}: use at most {most} centers with this grid, or fewer gammas or folds "
                 "(or raise the limit where the workers have the memory), or route='cg'.")
         return True
 
@@ -197,12 +199,12 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         gammas = self._grid("gammas", self.gammas)
         kernel_points = _kernel_grid.kernel_points(self.kernel, self.kernel_params)
         scoring = self._scoring()
-        if _xp.namespace(X._meta if lazy else X) is not None:
+        if backends.namespace(X._meta if lazy else X) is not None:
             raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
                              "yet. Copy X to the host first.")
         passes = 0
         if gammas is None:
-            from ..kernel_approximation.rbf import data_variance
+            from ..kernel_approximation import data_variance
 
             var = float(data_variance(X, type(self).__name__))
             scale = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
@@ -227,8 +229,8 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         weights, constant = check_sample_weight(sample_weight, X, lazy)
         if lazy:
             if any(c != c for c in X.chunks[0]):
-                X = _graph.with_row_sizes(X, rows.sizes)
-            X, self.input_persisted_ = _lazy.persist_if_fits(X)
+                X = engine.with_row_sizes(X, rows.sizes)
+            X, self.input_persisted_ = inputs.persist_if_fits(X)
         else:
             self.input_persisted_ = False
         arrays = [X, y] + ([] if label_array is None else [label_array]) + ([] if weights is None else [weights])
@@ -258,7 +260,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
         seconds["total"] = time.perf_counter() - started
         self.phase_seconds_ = seconds
         points = "" if self.kernel_params is None else f" x {len(kernel_points)} kernel_params points"
-        _progress.news(log, "%s: %d gammas%s x %d alphas x %d folds by %s in %d passes, %.1f s: best %s, alpha=%g "
+        utils.news(log, "%s: %d gammas%s x %d alphas x %d folds by %s in %d passes, %.1f s: best %s, alpha=%g "
                        "(%s %.4g)", type(self).__name__, gammas.size, points, alphas.size, n_folds, self.route_,
                        self.passes_, seconds["total"], _kernel_grid.shown(candidates[g]), self.alpha_, scoring,
                        self.best_score_)
@@ -411,7 +413,7 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
             iteration += 1
             passes += 1
             live = np.concatenate([gc.live for gc in columns])
-            _progress.news(log, "%s: CG iteration %d, %d of %d candidates running, largest residual %.3g",
+            utils.news(log, "%s: CG iteration %d, %d of %d candidates running, largest residual %.3g",
                            type(self).__name__, iteration, int(live.sum()), live.size, residual)
             if halving and live.sum() > 1:
                 judged = np.concatenate([gc.scored_residual <= cg.JUDGED_RESIDUAL for gc in columns])
@@ -458,8 +460,8 @@ class _KernelRidgeSearch(_FalkonKernelRidge):
     def _pass(arrays, state, lazy, chunk_fn, combine_fn):
         if not lazy:
             return chunk_fn(0, state, *arrays)
-        reduced = _graph.reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, running=True)
-        return _lazy.compute(reduced, arrays=arrays[:1])[0]
+        reduced = engine.reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, running=True)
+        return inputs.compute(reduced, arrays=arrays[:1])[0]
 
     @staticmethod
     def _check_classes(positives, counts, classes):

@@ -15,7 +15,7 @@ a slice holds ``rows x n_landmarks`` values, never ``rows x n_landmarks x n_feat
 
 from __future__ import annotations
 
-from ..backends import _xp
+from .. import backends
 
 #: Kernels computed on a device; any other (a callable) raises there.
 DEVICE_KERNELS = ("rbf", "laplacian", "linear", "polynomial", "poly", "sigmoid", "cosine", "chi2",
@@ -53,14 +53,14 @@ def _rbf(xp, part, landmarks, gamma):
     x = xp.astype(part, xp.float64)
     y = xp.astype(landmarks, xp.float64)
     dtype = xp.result_type(part.dtype, landmarks.dtype)  # scikit-learn's distances come back in it
-    if _xp.is_cupy(xp):  # the same arithmetic in one fused kernel after the product (dkapprox.backends._xp)
-        K = xp.empty((x.shape[0], y.shape[0]), dtype=dtype, device=_xp.device_of(part))
-        return _xp.cupy_kernel("rbf")(x @ y.T, xp.sum(x * x, axis=1)[:, None], xp.sum(y * y, axis=1)[None, :],
-                                      _xp.numpy_dtype(K).type(gamma), K)
+    if backends.is_cupy(xp):  # the same arithmetic in one fused kernel after the product (dkapprox.backends._xp)
+        K = xp.empty((x.shape[0], y.shape[0]), dtype=dtype, device=backends.device_of(part))
+        return backends.cupy_kernel("rbf")(x @ y.T, xp.sum(x * x, axis=1)[:, None], xp.sum(y * y, axis=1)[None, :],
+                                      backends.numpy_dtype(K).type(gamma), K)
     D = -2.0 * (x @ y.T)
     D = D + xp.sum(x * x, axis=1)[:, None]
     D = D + xp.sum(y * y, axis=1)[None, :]
-    D = xp.maximum(xp.astype(D, dtype), xp.zeros((), dtype=dtype, device=_xp.device_of(part)))
+    D = xp.maximum(xp.astype(D, dtype), xp.zeros((), dtype=dtype, device=backends.device_of(part)))
     return xp.exp(-gamma * D)
 
 
@@ -87,7 +87,7 @@ def _unit_rows(xp, a):
 def device_diagonal(xp, kernel, part):
     """k(x, x) for every row of ``part``, in float64, on its device (:meth:`.kernels.Kernel.diagonal`)."""
     metric, params = kernel.metric, dict(kernel.params)
-    device = _xp.device_of(part)
+    device = backends.device_of(part)
     n, d = part.shape
     if metric in ("rbf", "laplacian", "chi2"):
         return xp.ones((n,), dtype=xp.float64, device=device)

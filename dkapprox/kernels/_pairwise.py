@@ -1,7 +1,7 @@
-"""Kernels for Nystroem: scikit-learn's pairwise kernels, their diagonals, and the block function.
+"""Kernels every family shares: scikit-learn's pairwise kernels, their diagonals, and their slices.
 
 Every kernel value comes from :func:`sklearn.metrics.pairwise.pairwise_kernels`
-(we do not write kernels again: on a device, :mod:`._device_kernels` says why it must);
+(we do not write kernels again: on a device, :mod:`._device` says why it must);
 this module only freezes the parameters the
 way scikit-learn's ``Nystroem`` gathers them (without writing into the user's
 ``kernel_params`` dict, which scikit-learn 1.9 does) and adds the diagonal
@@ -17,10 +17,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
 from sklearn.utils.extmath import row_norms
 
-from ..backends import _jit, _xp
-from ..backends._recycle import empty as recycled_empty
-from ..engine._graph import SizedState
-from ._device import device_between
+from .. import backends
 
 PRECOMPUTED = "precomputed"
 
@@ -136,16 +133,6 @@ class Kernel:
                         dtype=np.float64)
 
 
-@dataclass(frozen=True, eq=False)
-class NystroemState(SizedState):
-    """What the transform of one block needs: k(block, landmarks) @ normalization."""
-
-    kernel: Kernel
-    landmarks: object  # (n_components, n_features) rows, or column indices for 'precomputed'
-    normalization: np.ndarray  # (n_components, n_components), transposed, in the output dtype
-    n_jobs: object = None  # joblib jobs of pairwise_kernels: in-memory input only
-
-
 #: Temporaries hold at most about this many values per slice of rows (8 MiB of
 #: float64): slice_rows * max(n_landmarks, n_features) <= SLICE_ELEMENTS.
 SLICE_ELEMENTS = 2**20
@@ -167,29 +154,6 @@ def row_slices(n_rows, width, elements=SLICE_ELEMENTS):
     step = min(elements // max(1, width), max(MIN_SLICE_ROWS, -(-n_rows // SLICES_PER_BLOCK)))
     step = max(1, step)
     return [slice(lo, min(lo + step, n_rows)) for lo in range(0, n_rows, step)]
-
-
-def nystroem_features(block, state):
-    """Nystroem features of one row block: k(block, landmarks) @ normalization.
-
-    The kernel is evaluated a slice of rows at a time and each slice's product
-    written into the output, so a task holds its block, its output (block_rows x
-    n_components, in the output dtype) and one slice's temporaries: scikit-learn's
-    float64 intermediates for float32 data (the upcast of euclidean distances,
-    scipy's float64 cityblock distances for the laplacian kernel) never reach a
-    whole block. The rbf kernel on dense blocks reuses one set of slice buffers
-    (:class:`RBFSlices`); the laplacian, chi2, additive_chi2, polynomial and sigmoid
-    kernels on dense blocks are compiled where :mod:`dkapprox.backends._jit` runs
-    (:func:`_compiled_kernel`); every other kernel is scikit-learn's, per slice.
-    """
-    xp = _xp.namespace(block)
-    if xp is not None:
-        return _features_xp(xp, block, _xp.state_on(state, block))
-    N = state.normalization
-    out = recycled_empty((block.shape[0], N.shape[1]), dtype=N.dtype)  # pages touched or reused: see _recycle
-    for s, K in kernel_slices(state.kernel, state.landmarks, block, N.dtype, n_jobs=state.n_jobs):
-        np.matmul(K, N, out=out[s])
-    return out
 
 
 def kernel_slices(kernel, landmarks, block, dtype, *, elements=SLICE_ELEMENTS, n_jobs=None):
@@ -214,17 +178,6 @@ def kernel_slices(kernel, landmarks, block, dtype, *, elements=SLICE_ELEMENTS, n
         yield s, K.astype(dtype, copy=False)
 
 
-def _features_xp(xp, block, state):
-    """:func:`nystroem_features` in the block's namespace, on its device, the same slices of rows."""
-    N = state.normalization
-    out = xp.empty((block.shape[0], N.shape[1]), dtype=N.dtype, device=_xp.device_of(block))
-    step = max(1, DEVICE_SLICE_ELEMENTS // max(N.shape[0], block.shape[1]))
-    for s in (slice(lo, min(lo + step, block.shape[0])) for lo in range(0, block.shape[0], step)):
-        K = device_between(xp, state.kernel, block[s, :], state.landmarks)
-        _xp.matmul_into(xp, xp.astype(K, N.dtype, copy=False), N, out[s, :])
-    return out
-
-
 def _compiled_landmarks(kernel, landmarks, block):
     """The landmarks transposed, in float64, for a kernel :mod:`dkapprox.backends._jit` computes, or None.
 
@@ -235,10 +188,10 @@ def _compiled_landmarks(kernel, landmarks, block):
     if not (isinstance(metric, str) and metric in _COMPILED) or sp.issparse(block) or sp.issparse(landmarks):
         return None
     landmarks_t = np.ascontiguousarray(landmarks, dtype=np.float64).T
-    return landmarks_t if metric in _jit.INNER_PRODUCT else np.ascontiguousarray(landmarks_t)
+    return landmarks_t if metric in backends.INNER_PRODUCT else np.ascontiguousarray(landmarks_t)
 
 
-_COMPILED = ("laplacian", "chi2", "additive_chi2") + _jit.INNER_PRODUCT
+_COMPILED = ("laplacian", "chi2", "additive_chi2") + backends.INNER_PRODUCT
 
 
 def _compiled_kernel(kernel, part, landmarks_t):
@@ -247,10 +200,10 @@ def _compiled_kernel(kernel, part, landmarks_t):
     n_features = landmarks_t.shape[0]
     gamma = params.get("gamma")
     gamma = (1.0 if metric == "chi2" else 1.0 / n_features) if gamma is None else gamma
-    if metric in _jit.INNER_PRODUCT:
-        return _jit.inner_product_kernel(metric, part, landmarks_t, gamma, params.get("coef0", 1),
+    if metric in backends.INNER_PRODUCT:
+        return backends.inner_product_kernel(metric, part, landmarks_t, gamma, params.get("coef0", 1),
                                          params.get("degree", 3))
-    return _jit.pairwise_kernel(metric, part, landmarks_t, gamma)
+    return backends.pairwise_kernel(metric, part, landmarks_t, gamma)
 
 
 class RBFSlices:
@@ -303,7 +256,7 @@ class RBFSlices:
         D = self.distances[:n]
         np.matmul(x, self.landmarks.T, out=D)
         K = self.out[:n]
-        if not _jit.rbf_exponents(D, row_norms(x, squared=True), self.landmark_norms, self.gamma, K):
+        if not backends.rbf_exponents(D, row_norms(x, squared=True), self.landmark_norms, self.gamma, K):
             D *= -2.0
             D += row_norms(x, squared=True)[:, None]
             D += self.landmark_norms

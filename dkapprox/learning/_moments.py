@@ -30,20 +30,14 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import assert_all_finite
 
-from ..engine import _graph
-from ..utils._random import GOLDEN, splitmix64
+from .. import engine
+from ..utils import GOLDEN, splitmix64
 
 #: the largest pass partial a cross-validated search accepts, in bytes (dask config ``dkapprox.cv-statistics-bytes``):
 #: KernelRidgeCV's n_gammas x n_folds x m x m float64, FeatureMapRidgeCV's Moments of every candidate's features;
 #: a task holds one and a fold of the tree two
 STATISTICS_BYTES = 2 * 2**30
 
-
-def _size(nbytes):
-    """Bytes as a message says them: GiB from 1 GiB on, MiB from 1 MiB on, else the bytes."""
-    if nbytes >= 2**30:
-        return f"{nbytes / 2**30:.2f} GiB"
-    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{int(nbytes):,} bytes"
 
 
 def fold_key(random_state):
@@ -269,7 +263,7 @@ class MappedSpec:
 def mapped_moments(row_start, spec, X, y, w=None):
     """A tuple of Moments, one per map of ``spec``, of one row block: the block is read once for all maps."""
     # realigned as map_rows realigns a block and its state (a misaligned array is multiplied without BLAS)
-    X, maps = _graph.byte_aligned(X), _graph.byte_aligned(spec.maps)
+    X, maps = engine.byte_aligned(X), engine.byte_aligned(spec.maps)
     for check in spec.checks:
         check(X)
     # the block's targets, weights and fold order are the same for every map: each map's features go

@@ -19,12 +19,10 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from ..backends import _xp
-from ..backends._stats import combine_block_moments
-from ..engine import _graph
-from ..inputs import _lazy
-from ..inputs._validation import FLOAT_DTYPES, check_input
-from ..utils._sklearn_compat import check_sample_weight as sklearn_check_sample_weight
+from .. import backends, engine, inputs
+from ..backends import combine_block_moments
+from ..inputs import FLOAT_DTYPES, check_input
+from ..utils import check_sample_weight as sklearn_check_sample_weight
 from ._moments import MappedSpec, MomentsSpec, block_moments, combine_mapped, combine_moments, mapped_moments
 from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labels_block
 
@@ -36,7 +34,7 @@ SPLIT_EVERY = 8
 
 def target_input(y):
     """Targets or weights (``y``, ``sample_weight``) through the door: a 1-D Zarr array is a target vector."""
-    return _lazy.as_input(y, dtype=None, targets=True)
+    return inputs.as_input(y, dtype=None, targets=True)
 
 
 def as_targets(y):
@@ -60,13 +58,13 @@ def check_Xy(estimator, X, y, *, y_numeric, on_host=False):
         raise ValueError(
             f"This {type(estimator).__name__} estimator requires y to be passed, but the target y is None."
         )
-    given = _lazy.as_input(X)
+    given = inputs.as_input(X)
     if on_host and given.namespace is not None:
         raise ValueError(f"{type(estimator).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
                          "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
     if given.device:  # an array on a device, checked there; its targets (n values a row) come to the host
         X = check_input(estimator, given, reset=True)
-        y = check_array(_xp.to_numpy(in_memory(y)), ensure_2d=False, dtype=None, input_name="y")
+        y = check_array(backends.to_numpy(in_memory(y)), ensure_2d=False, dtype=None, input_name="y")
         _check_targets(estimator, X, y, y_numeric)
         return X, y, False
     if not given.lazy:
@@ -105,8 +103,8 @@ def check_sample_weight(sample_weight, X, lazy):
             raise ValueError(f"sample_weight must be a finite non-negative number; got {sample_weight!r}.")
         return None, weight
     if not lazy:  # a device X's weights come to the host: one float64 a row, beside the rows' products
-        rows = X if _xp.namespace(X) is None else np.empty((X.shape[0], 0))
-        weights = sklearn_check_sample_weight(_xp.to_numpy(in_memory(sample_weight)), rows, dtype=np.float64,
+        rows = X if backends.namespace(X) is None else np.empty((X.shape[0], 0))
+        weights = sklearn_check_sample_weight(backends.to_numpy(in_memory(sample_weight)), rows, dtype=np.float64,
                                               ensure_non_negative=True)
         return weights, None
     weights = as_targets(sample_weight)
@@ -138,9 +136,9 @@ def gather_moments(estimator, X, y, lazy, targets, *, n_folds=1, fold_key=0, sam
     if lazy:
         # a running total: the statistics (n_folds x d x d) are the largest things a fit holds, and a
         # tree would hold up to SPLIT_EVERY - 1 of them at each of its log(n_blocks) levels
-        reduced = _graph.reduce_aligned_rows(arrays, chunk_fn, combine_fn, spec, split_every=SPLIT_EVERY,
+        reduced = engine.reduce_aligned_rows(arrays, chunk_fn, combine_fn, spec, split_every=SPLIT_EVERY,
                                              running=True)
-        return _lazy.compute(reduced, arrays=arrays)[0]
+        return inputs.compute(reduced, arrays=arrays)[0]
     rows = max(1, SLICE_BYTES // (8 * width))
     parts = [chunk_fn(start, spec, *(a[start : start + rows] for a in arrays))
              for start in range(0, X.shape[0], rows)]
@@ -178,13 +176,13 @@ def distinct_labels(y):
     given = target_input(y)
     if not given.lazy:
         return unique_labels_block(0, None, given.data)
-    return _lazy.compute(_graph.reduce_aligned_rows([given.data], unique_labels_block, union_labels, None))[0]
+    return inputs.compute(engine.reduce_aligned_rows([given.data], unique_labels_block, union_labels, None))[0]
 
 
 def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
     """``block_fn(block, state)`` over the row blocks of a checked dask ``X``, lazily."""
     name = f"{type(estimator).__name__.lower()}-{method}"
-    return _graph.map_rows(X, block_fn, state, n_out=tail, dtype=dtype, name=name)
+    return engine.map_rows(X, block_fn, state, n_out=tail, dtype=dtype, name=name)
 
 
 def apply_rows(estimator, X, lazy, block_fn, state, *, tail, dtype, method):
@@ -205,8 +203,8 @@ class ScoreSpec:
 
 
 def score_block(row_start, spec, X, y):
-    pred = _xp.to_numpy(spec.predict(X, spec.state))  # a device block's predictions: rows values to the host
-    y = np.asarray(_xp.to_numpy(y))
+    pred = backends.to_numpy(spec.predict(X, spec.state))  # a device block's predictions: rows values to the host
+    y = np.asarray(backends.to_numpy(y))
     rows = y.shape[0]
     if spec.kind == "accuracy":
         if pred.ndim == 1:
@@ -234,7 +232,7 @@ def lazy_score(X, y, predict, state, kind):
     spec = ScoreSpec(predict, state, kind)
     y = as_targets(y)
     combine = combine_accuracy if kind == "accuracy" else combine_r2
-    result = _lazy.compute(_graph.reduce_aligned_rows([X, y], score_block, combine, spec), arrays=[X, y])[0]
+    result = inputs.compute(engine.reduce_aligned_rows([X, y], score_block, combine, spec), arrays=[X, y])[0]
     if kind == "accuracy":
         return result[1] / result[0]
     _, _, m2, sse = result
@@ -269,7 +267,7 @@ class StreamedScore:
         -------
         score : float
         """
-        given = _lazy.as_input(X, dtype=self._input_dtype)
+        given = inputs.as_input(X, dtype=self._input_dtype)
         if not given.lazy:
             return self._score_in_memory(given.data, y)
         X, predict, state, kind = self._score_plan(given)

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import assert_all_finite
 
-from ..engine._graph import SizedState
+from ..engine import SizedState
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ Put a dkapprox transformer in front of any of them with a scikit-learn
 the pass and never stored.
 """
 
-from ..kernel_ridge._kernel_ridge import KernelRidge, KernelRidgeClassifier
-from ..kernel_ridge._kernel_ridge_cv import KernelRidgeClassifierCV, KernelRidgeCV
+from ..kernel_ridge import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 from ._incremental import Incremental
 from ._map_search import FeatureMapRidgeCV
 from ._ridge import Ridge, RidgeClassifier

@@ -11,12 +11,10 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ..engine import _graph
-from ..inputs import _lazy
-from ..inputs._validation import check_input
-from ..learning._docs import X_ROWS, documented
-from ..learning._streaming import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
-from ..utils._sklearn_compat import HasMethods, Interval
+from .. import engine, inputs
+from ..inputs import check_input
+from ..learning import X_ROWS, StreamedScore, as_targets, distinct_labels, documented, in_memory, lazy_predict
+from ..utils import HasMethods, Interval
 
 
 @dataclass(frozen=True)
@@ -186,7 +184,7 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
             fit_params = {**fit_params, "classes": getattr(self.estimator_, "classes_", None)}
             if fit_params["classes"] is None:
                 fit_params["classes"] = distinct_labels(y)
-        given = _lazy.as_input(X, dtype=self._input_dtype)
+        given = inputs.as_input(X, dtype=self._input_dtype)
         if not given.lazy:
             y = in_memory(y)  # X is in memory, so y fits too
             for _ in range(n_epochs):
@@ -198,7 +196,7 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
         n_blocks = X.numblocks[0]
         for _ in range(n_epochs):
             order = rng.permutation(n_blocks) if self.shuffle_blocks else np.arange(n_blocks)
-            for blocks in _graph.iter_row_blocks(arrays, order, prefetch=self.prefetch):
+            for blocks in engine.iter_row_blocks(arrays, order, prefetch=self.prefetch):
                 if blocks[0].shape[0]:
                     self._learn(blocks[0], blocks[1] if y is not None else None, fit_params)
         return self
@@ -216,7 +214,7 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     # -- after the fit ---------------------------------------------------------
     def _apply(self, X, method):
         check_is_fitted(self, "estimator_")
-        given = _lazy.as_input(X, dtype=self._input_dtype)
+        given = inputs.as_input(X, dtype=self._input_dtype)
         if not given.lazy:
             return getattr(self.estimator_, method)(given.data)
         X = check_input(self, given, reset=False, dtype=self._input_dtype)

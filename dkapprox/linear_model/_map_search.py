@@ -21,11 +21,17 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from ..learning._moments import STATISTICS_BYTES, _size, fold_key, moments_nbytes, pool_folds
-from ..learning._search import search_results
-from ..learning._streaming import check_Xy, gather_moments
-from ..learning._targets import NumericTargets
-from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
+from ..learning import (
+    STATISTICS_BYTES,
+    NumericTargets,
+    check_Xy,
+    fold_key,
+    gather_moments,
+    moments_nbytes,
+    pool_folds,
+    search_results,
+)
+from ..utils import HasMethods, Interval, StrOptions, format_size
 from ._ridge import Ridge
 from ._ridge_cv import SCORINGS, check_folds, cv_scores
 
@@ -267,8 +273,8 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         most = (f"use at most {most} components a candidate with this grid" if most else
                 "not one component a candidate fits with this grid")
         raise ValueError(
-            f"The search's statistics would take {_size(size)} a task ({what}, n_targets={t}), more than "
-            f"dkapprox.cv-statistics-bytes={_size(limit)}: {most}, or fewer candidates or folds{fewer}, or raise "
+            f"The search's statistics would take {format_size(size)} a task ({what}, n_targets={t}), more than "
+            f"dkapprox.cv-statistics-bytes={format_size(limit)}: {most}, or fewer candidates or folds{fewer}, or raise "
             "the limit where the workers have the memory.")
 
     def _candidates(self):

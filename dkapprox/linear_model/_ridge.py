@@ -9,21 +9,34 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from ..inputs import _lazy
-from ..inputs._validation import check_input
-from ..learning._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, documented
-from ..learning._solve import intercept_of, normal_equations, penalties, solve_ridge
-from ..learning._streaming import StreamedScore, apply_rows, check_Xy, classifier_targets, gather_moments
-from ..learning._targets import (
+from .. import inputs
+from ..inputs import check_input
+from ..learning import (
+    FITTED,
+    LABELS,
+    SAMPLE_WEIGHT,
+    SCORES,
+    X_ROWS,
+    Y_LABELS,
     ClassifierState,
     LinearState,
     NumericTargets,
+    StreamedScore,
+    apply_rows,
+    check_Xy,
+    classifier_targets,
     decision_block,
+    documented,
+    gather_moments,
+    intercept_of,
     label_block,
     label_output,
     linear_predict,
+    normal_equations,
+    penalties,
+    solve_ridge,
 )
-from ..utils._sklearn_compat import Interval
+from ..utils import Interval
 
 
 class _StreamingRidge(BaseEstimator):
@@ -63,7 +76,7 @@ class _StreamingRidge(BaseEstimator):
         """``(X checked, whether it is lazy)``: ``X`` through the door
         (:func:`dkapprox.inputs._lazy.as_input`), checked."""
         check_is_fitted(self)
-        given = _lazy.as_input(X)
+        given = inputs.as_input(X)
         return check_input(self, given, reset=False, accept_sparse=("csr", "csc")), given.lazy
 
     def _out_dtype(self, X):

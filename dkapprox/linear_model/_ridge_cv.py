@@ -17,12 +17,21 @@ import numpy as np
 from sklearn.model_selection import BaseCrossValidator
 from threadpoolctl import threadpool_limits
 
-from ..learning._moments import fold_key, hashed_folds, pool_folds, without_folds
-from ..learning._solve import fold_errors, intercept_of, normal_equations, solve_ridge_path, target_scores
-from ..learning._streaming import check_Xy, gather_moments
-from ..learning._targets import NumericTargets
-from ..utils._sklearn_compat import Interval, StrOptions, num_samples
-from ..utils._system import available_cpus
+from ..learning import (
+    NumericTargets,
+    check_Xy,
+    fold_errors,
+    fold_key,
+    gather_moments,
+    hashed_folds,
+    intercept_of,
+    normal_equations,
+    pool_folds,
+    solve_ridge_path,
+    target_scores,
+    without_folds,
+)
+from ..utils import Interval, StrOptions, available_cpus, num_samples
 from ._ridge import _StreamingRegressor
 
 SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error")

@@ -11,6 +11,6 @@ model can live in a local directory or at an fsspec URL:
   JSON document alone (:func:`dkapprox.io.describe` describes Zarr stores).
 """
 
-from .model_files import describe, fingerprint, load, save
+from .model_files import check_saveable, describe, fingerprint, is_model_dir, load, save
 
 __all__ = ["describe", "fingerprint", "load", "save"]

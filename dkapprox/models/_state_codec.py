@@ -32,7 +32,7 @@ from sklearn.pipeline import Pipeline
 
 from .._registry import by_name
 from ..errors import StateError
-from ..utils._sklearn_compat import get_param_names
+from ..utils import get_param_names
 
 _ARRAY_KINDS = "biufcUS"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

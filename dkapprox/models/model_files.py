@@ -37,8 +37,7 @@ import uuid
 import numpy as np
 
 from ..errors import InputMissingError, ModelFileError, OutputExistsError, StateError
-from ..io._common import canonical_json, package_version, utc_now
-from ..io._location import OBJECT_STORES, locate, missing_bucket
+from ..io import OBJECT_STORES, canonical_json, locate, missing_bucket, package_version, utc_now
 from ._state_codec import Decoder, Encoder, check_array_name
 
 FORMAT = "dkapprox-model"

@@ -16,5 +16,6 @@ which the best rank-``n_components`` part is kept. The pieces are small:
 """
 
 from .estimator import Nystroem
+from .landmarks import SELECTORS, Given, make_selector
 
 __all__ = ["Nystroem"]

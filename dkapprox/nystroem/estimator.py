@@ -12,13 +12,12 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
+from .. import backends, inputs
 from .._base import BlockwiseTransformer
-from ..backends import _xp
-from ..inputs import _lazy
-from ..inputs._rows import row_source
-from ..inputs._validation import FLOAT_DTYPES
-from ..kernels._pairwise import Kernel, NystroemState, is_precomputed, kernel_params, nystroem_features
-from ..utils._sklearn_compat import Interval, StrOptions
+from ..inputs import FLOAT_DTYPES, row_source
+from ..kernels import Kernel, is_precomputed, kernel_params
+from ..utils import Interval, StrOptions
+from .kernels import NystroemState, nystroem_features
 from .landmarks import SELECTORS, Given, make_selector
 from .normalization import default_rtol, inverse_sqrt
 from .restriction import GramState, gram_combine, gram_partial, restricted_normalization
@@ -185,7 +184,7 @@ class Nystroem(BlockwiseTransformer):
     scikit-learn's (its float32 upcast included, bit for bit) in buffers reused
     across slices, because dask's worker processes make every fresh temporary
     expensive (``MALLOC_TRIM_THRESHOLD_``; see
-    ``dkapprox.kernels._pairwise.RBFSlices``). float32 stays float32 (also
+    ``dkapprox.kernels.RBFSlices``). float32 stays float32 (also
     for the laplacian kernel, which scikit-learn returns in float64); the
     landmarks and the normalization enter the graph once.
 
@@ -311,7 +310,7 @@ class Nystroem(BlockwiseTransformer):
                              "use landmarks='uniform' with kernel='precomputed'.")
         if self.landmark_params:
             raise ValueError("landmark_params has no options for an array of landmarks.")
-        given = check_array(_lazy.as_input(self.landmarks, dtype=None).in_memory(), accept_sparse="csr",
+        given = check_array(inputs.as_input(self.landmarks, dtype=None).in_memory(), accept_sparse="csr",
                             dtype=FLOAT_DTYPES, input_name="landmarks")
         if given.shape[1] != X.shape[1]:
             raise ValueError(
@@ -345,7 +344,7 @@ class Nystroem(BlockwiseTransformer):
 
     def _transform(self, X, given):
         if not given.lazy and self.n_jobs is not None:  # joblib inside dask tasks would oversubscribe
-            state = self._state(_xp.numpy_dtype(X))
+            state = self._state(backends.numpy_dtype(X))
             state = NystroemState(state.kernel, state.landmarks, state.normalization, self.n_jobs)
             return super()._transform(X, given, state=state)
         return super()._transform(X, given)

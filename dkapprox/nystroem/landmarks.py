@@ -46,10 +46,10 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from ..backends import _xp
-from ..engine._graph import SizedState
-from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, row_slices
-from ..utils._random import GOLDEN, splitmix64
+from .. import backends
+from ..engine import SizedState
+from ..kernels import DEVICE_SLICE_ELEMENTS, row_slices
+from ..utils import GOLDEN, splitmix64
 from .leverage import leverage_scores, recursive_state
 from .rpcholesky import rpcholesky
 
@@ -123,7 +123,7 @@ def lloyd_partial(row_start, state, block):
     A device block (CuPy) is assigned and summed on its device (:func:`_lloyd_on_device`);
     the statistics, ``m x (n_features + 1)`` numbers, come back as NumPy.
     """
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
         return _lloyd_on_device(xp, block, state.centroids)
     C = state.centroids
@@ -148,7 +148,7 @@ def _lloyd_on_device(xp, block, centroids):
     The array API has no scatter-add: the sums per centroid are a product with the slice's
     one-hot assignment matrix (``m x rows``), which a GPU does as fast as the distances.
     """
-    device = _xp.device_of(block)
+    device = backends.device_of(block)
     C = xp.asarray(centroids, device=device)
     m = C.shape[0]
     sq = xp.sum(C * C, axis=1)
@@ -161,7 +161,7 @@ def _lloyd_on_device(xp, block, centroids):
         members = xp.astype(labels[None, :] == ids, xp.float64)
         sums += members @ part
         counts += xp.sum(members, axis=1)
-    return _xp.to_numpy(sums), _xp.to_numpy(counts).astype(np.int64)
+    return backends.to_numpy(sums), backends.to_numpy(counts).astype(np.int64)
 
 
 def lloyd_combine(parts):
@@ -230,10 +230,10 @@ def leverage_partial(row_start, state, block):
 def _best(keys, global_rows, data, n_select):
     """The ``n_select`` largest keys (ties: smaller row first), a total order, so folding is associative."""
     order = np.lexsort((global_rows, -keys))[:n_select]
-    xp = _xp.namespace(data)
+    xp = backends.namespace(data)
     if xp is not None:  # a device block: only its chosen rows come to the host
-        chosen = xp.take(data, xp.asarray(order, device=_xp.device_of(data)), axis=0)
-        return keys[order], global_rows[order], _xp.to_numpy(chosen), n_select
+        chosen = xp.take(data, xp.asarray(order, device=backends.device_of(data)), axis=0)
+        return keys[order], global_rows[order], backends.to_numpy(chosen), n_select
     return keys[order], global_rows[order], data[order], n_select
 
 

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
-from ..backends import _xp
-from ..engine._graph import SizedState
-from ..kernels._device import device_between, device_diagonal
-from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, Kernel, row_slices
+from .. import backends
+from ..engine import SizedState
+from ..kernels import DEVICE_SLICE_ELEMENTS, Kernel, device_between, device_diagonal, row_slices
 from .normalization import symmetric_eig
 
 
@@ -57,7 +56,7 @@ def leverage_scores(block, state):
     Computed in the block's dtype (float32 stays float32), floored at
     ``state.floor`` (rounding, indefinite kernels).
     """
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
         return _leverage_on_device(xp, block, state)
     W = state.whitening.astype(block.dtype, copy=False)
@@ -70,15 +69,15 @@ def leverage_scores(block, state):
 
 def _leverage_on_device(xp, block, state):
     """:func:`leverage_scores` of a device block, computed on its device; NumPy scores come back."""
-    device = _xp.device_of(block)
-    pilot = xp.asarray(_dense(state.pilot).astype(_xp.numpy_dtype(block), copy=False), device=device)
-    W = xp.asarray(state.whitening.astype(_xp.numpy_dtype(block), copy=False), device=device)
+    device = backends.device_of(block)
+    pilot = xp.asarray(_dense(state.pilot).astype(backends.numpy_dtype(block), copy=False), device=device)
+    W = xp.asarray(state.whitening.astype(backends.numpy_dtype(block), copy=False), device=device)
     scores = np.empty(block.shape[0])
     for s in row_slices(block.shape[0], W.shape[0], DEVICE_SLICE_ELEMENTS):
         part = block[s, :]
         T = xp.astype(device_between(xp, state.kernel, part, pilot), W.dtype, copy=False) @ W
         diagonal = device_diagonal(xp, state.kernel, part)
-        scores[s] = _xp.to_numpy(diagonal - xp.astype(xp.sum(T * T, axis=1), xp.float64))
+        scores[s] = backends.to_numpy(diagonal - xp.astype(xp.sum(T * T, axis=1), xp.float64))
     return np.maximum(scores, state.floor, out=scores)
 
 
@@ -147,7 +146,7 @@ def recursive_state(rows, size, rank, kernel, random_state, *, key=0, n_select=0
         Rows each level draws (in expectation); every row when ``n <= 2 size``.
     rank : int
         ``lambda`` of every level is the mean eigenvalue beyond ``rank`` (:func:`tail_ridge`).
-    kernel : :class:`dkapprox.kernels._pairwise.Kernel`
+    kernel : :class:`dkapprox.kernels.Kernel`
     random_state : numpy.random.RandomState
         The only source of randomness.
     key, n_select : int

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from ..backends import _xp
+from .. import backends
 
 
 def default_rtol(n_components: int, dtype) -> float:
@@ -55,10 +55,10 @@ def inverse_sqrt(K, *, rtol: float) -> np.ndarray:
     the same matrix within its rounding (the inverse square root does not depend on the
     eigenvectors' signs or on the basis of a repeated eigenvalue).
     """
-    xp = _xp.fit_namespace()
+    xp = backends.fit_namespace()
     if xp is None or not hasattr(xp, "linalg"):
         return host_inverse_sqrt(K, rtol=rtol)
-    device = _xp.fit_device()
+    device = backends.fit_device()
     K = xp.asarray(np.asarray(K, dtype=np.float64), device=device)
     w, Q = xp.linalg.eigh((K + K.T) * 0.5)
     magnitude = xp.abs(w)
@@ -66,7 +66,7 @@ def inverse_sqrt(K, *, rtol: float) -> np.ndarray:
     keep = magnitude > cut
     scale = xp.where(keep, xp.sign(w) / xp.sqrt(xp.where(keep, magnitude, xp.ones_like(magnitude))),
                      xp.zeros_like(w))
-    return _xp.to_numpy((Q * scale[None, :]) @ Q.T)
+    return backends.to_numpy((Q * scale[None, :]) @ Q.T)
 
 
 def host_inverse_sqrt(K, *, rtol: float) -> np.ndarray:

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends import _xp
-from ..engine._graph import SizedState
-from ..kernels._pairwise import DEVICE_SLICE_ELEMENTS, NystroemState, _features_xp, nystroem_features, row_slices
+from .. import backends
+from ..engine import SizedState
+from ..kernels import DEVICE_SLICE_ELEMENTS, row_slices
+from .kernels import NystroemState, features_on_device, nystroem_features
 from .normalization import symmetric_eig
 
 
@@ -44,7 +45,7 @@ def gram_partial(row_start, state, block):
     holds its block, one slice of ``Z`` and the ``l x l`` sum. A device block (CuPy) computes
     on its device; the sum comes back as NumPy.
     """
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
         return _gram_on_device(xp, block, state)
     features = state.features
@@ -58,13 +59,13 @@ def gram_partial(row_start, state, block):
 
 def _gram_on_device(xp, block, state):
     """:func:`gram_partial` of a device block, in its namespace and on its device."""
-    features = _xp.state_on(state.features, block)
+    features = backends.state_on(state.features, block)
     width = features.normalization.shape[1]
-    total = xp.zeros((width, width), dtype=xp.float64, device=_xp.device_of(block))
+    total = xp.zeros((width, width), dtype=xp.float64, device=backends.device_of(block))
     for s in row_slices(block.shape[0], max(width, block.shape[1]), DEVICE_SLICE_ELEMENTS):
-        Z = xp.astype(_features_xp(xp, block[s, :], features), xp.float64)
+        Z = xp.astype(features_on_device(xp, block[s, :], features), xp.float64)
         total += Z.T @ Z
-    return _xp.to_numpy(total)
+    return backends.to_numpy(total)
 
 
 def gram_combine(parts):

@@ -55,7 +55,7 @@ def rpcholesky(rows, k, kernel, random_state, *, max_proposals=MAX_PROPOSALS):
         The points; ``k <= n``.
     k : int
         Number of pivots.
-    kernel : :class:`dkapprox.kernels._pairwise.Kernel`
+    kernel : :class:`dkapprox.kernels.Kernel`
         Evaluated with ``kernel.between`` and ``kernel.diagonal`` (float64 arithmetic).
     random_state : numpy.random.RandomState
         The only source of randomness.

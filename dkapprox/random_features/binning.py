@@ -28,13 +28,13 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+from .. import backends
 from .._base import BlockwiseTransformer
-from ..backends import _jit, _xp
-from ..engine._graph import SizedState
-from ..utils._random import FMIX_ONE as _ONE
-from ..utils._random import FMIX_S32 as _S32
-from ..utils._random import fmix64 as _fmix64
-from ..utils._sklearn_compat import Interval
+from ..engine import SizedState
+from ..utils import FMIX_ONE as _ONE
+from ..utils import FMIX_S32 as _S32
+from ..utils import Interval
+from ..utils import fmix64 as _fmix64
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def binning_features(block, state):
     columns = np.empty((n_rows, n_grids), dtype=np.int32 if state.n_components <= 2**31 else np.int64)
     values = np.empty((n_rows, n_grids), dtype=block.dtype)
     scale = 1.0 / math.sqrt(n_grids)
-    if not _jit.binning_cells(block, state, scale, columns, values):
+    if not backends.binning_cells(block, state, scale, columns, values):
         _numpy_cells(block, state, scale, columns, values)
     out = sp.csr_matrix((values.ravel(), columns.ravel(), np.arange(0, n_rows * n_grids + 1, n_grids)),
                         shape=(n_rows, state.n_components))
@@ -80,9 +80,9 @@ def refuse_device(X):
     (``cupyx.scipy.sparse``) against a host round trip. The user's copy to the host is one
     call, and saying so beats a silent one.
     """
-    if _xp.namespace(X) is not None:
+    if backends.namespace(X) is not None:
         raise TypeError(
-            f"RandomBinningFeatures runs on NumPy blocks only, got an array of {_xp.namespace(X).__name__}: "
+            f"RandomBinningFeatures runs on NumPy blocks only, got an array of {backends.namespace(X).__name__}: "
             "copy it to the host first (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a dask array)")
 
 

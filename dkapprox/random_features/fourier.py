@@ -15,10 +15,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .. import backends
 from .._base import BlockwiseTransformer
-from ..backends import _jit, _xp
-from ..engine._graph import SizedState
-from ..utils._sklearn_compat import Interval, StrOptions
+from ..engine import SizedState
+from ..utils import Interval, StrOptions
 from . import _sampling
 from .hadamard import StructuredProjection, structured_project
 from .spectra import KERNELS, Spectrum
@@ -42,13 +42,13 @@ def random_fourier_features(block, state):
     structured = isinstance(state.weights, StructuredProjection)
     n_freq = state.weights.n_frequencies if structured else state.weights.shape[1]
     scale = math.sqrt(2.0 / n_freq) if state.offset is not None else math.sqrt(1.0 / n_freq)
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
-        state = _xp.state_on(state, block)
+        state = backends.state_on(state, block)
         product = structured_project(block, state.weights) if structured else block @ state.weights
-        return _xp.fourier(xp, product, state.offset, scale)
+        return backends.fourier(xp, product, state.offset, scale)
     project = (lambda b: structured_project(b, state.weights)) if structured else None
-    return _jit.fourier_map(block, state.weights, state.offset, scale, project=project)
+    return backends.fourier_map(block, state.weights, state.offset, scale, project=project)
 
 
 class RandomFourierFeatures(BlockwiseTransformer):

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import hadamard
 
-from ..backends import _xp
+from .. import backends
 
 # rows x padded width per slab: 2**20 elements, 4 MiB of float32, stays in L2/L3
 _SLAB_ELEMENTS = 1 << 20
@@ -114,7 +114,7 @@ def structured_project(block, proj):
     """
     if sp.issparse(block):
         block = block.toarray()
-    xp = _xp.namespace(block)
+    xp = backends.namespace(block)
     if xp is not None:
         return _structured_project_xp(xp, block, proj)
     n_rows, n_features = block.shape
@@ -147,7 +147,7 @@ def _structured_project_xp(xp, block, proj):
     n_blocks, _, p = proj.signs.shape
     m = proj.n_frequencies
     rows = max(1, _SLAB_ELEMENTS // (n_blocks * p))
-    device = _xp.device_of(block)
+    device = backends.device_of(block)
     parts = []
     for start in range(0, n_rows, rows):
         x = block[start:min(start + rows, n_rows), :]

@@ -15,11 +15,9 @@ from sklearn.random_projection import johnson_lindenstrauss_min_dim
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .. import backends, engine, inputs
 from .._base import BlockwiseTransformer
-from ..backends import _xp
-from ..engine import _graph
-from ..engine._graph import SizedState
-from ..inputs import _lazy
+from ..engine import SizedState
 
 
 @dataclass(frozen=True)
@@ -29,8 +27,8 @@ class ProjectionState(SizedState):
 
 
 def project(block, state):
-    if _xp.namespace(block) is not None:  # a sparse matrix is dense on a device (dkapprox.backends._xp)
-        return block @ _xp.state_on(state, block).matrix.T
+    if backends.namespace(block) is not None:  # a sparse matrix is dense on a device (dkapprox.backends._xp)
+        return block @ backends.state_on(state, block).matrix.T
     return safe_sparse_dot(block, state.matrix.T, dense_output=state.dense_output)
 
 
@@ -46,7 +44,7 @@ class BaseRandomProjection(BlockwiseTransformer):
     def _fit(self, X):
         n_features = X.shape[1]
         if self.n_components == "auto":
-            n_samples = sum(_graph.row_sizes(X)) if _lazy.as_input(X).lazy else X.shape[0]
+            n_samples = sum(engine.row_sizes(X)) if inputs.as_input(X).lazy else X.shape[0]
             self.n_components_ = int(johnson_lindenstrauss_min_dim(n_samples=n_samples, eps=self.eps))
             if self.n_components_ <= 0:
                 raise ValueError(
@@ -102,7 +100,7 @@ class BaseRandomProjection(BlockwiseTransformer):
         check_is_fitted(self)
         inverse = (self.inverse_components_ if self.compute_inverse_components
                    else self._compute_inverse_components())
-        given = _lazy.as_input(X, dtype=None)
+        given = inputs.as_input(X, dtype=None)
         if not given.lazy:
             X = check_array(given.data, dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
             return X @ inverse.T
@@ -114,7 +112,7 @@ class BaseRandomProjection(BlockwiseTransformer):
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         dtype = np.result_type(X.dtype, inverse.dtype)
-        return _graph.map_rows(X, project, ProjectionState(inverse), n_out=inverse.shape[0],
+        return engine.map_rows(X, project, ProjectionState(inverse), n_out=inverse.shape[0],
                                dtype=dtype, name=f"{type(self).__name__.lower()}-inverse")
 
     def __sklearn_tags__(self):

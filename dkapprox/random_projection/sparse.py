@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sklearn.random_projection import SparseRandomProjection as _SkSparse
 
-from ..utils._sklearn_compat import check_density, sparse_random_matrix
+from ..utils import check_density, sparse_random_matrix
 from ._base import BaseRandomProjection, ProjectionState
 
 

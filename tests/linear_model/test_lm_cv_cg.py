@@ -8,7 +8,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from dkapprox.kernel_ridge import _cv_cg as cg
 from dkapprox.kernel_ridge._cv_stats import hashed_folds
 from dkapprox.kernel_ridge._falkon import Centers
-from dkapprox.kernels._pairwise import Kernel
+from dkapprox.kernels import Kernel
 from dkapprox.learning._targets import NumericTargets
 
 RNG = np.random.default_rng(3)

@@ -16,7 +16,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from dkapprox import Nystroem
 from dkapprox.engine import _graph
 from dkapprox.kernel_ridge._falkon import Centers, PassState, combine_normal, normal_partial
-from dkapprox.kernels._pairwise import Kernel
+from dkapprox.kernels import Kernel
 from dkapprox.learning._targets import NumericTargets
 from dkapprox.linear_model import KernelRidge, KernelRidgeClassifier
 

@@ -1,5 +1,7 @@
 """FeatureMapRidgeCV: the grid search over a map's parameters and alpha that GridSearchCV runs, in one pass."""
 
+import re
+
 import dask
 import dask.array as da
 import numpy as np
@@ -17,6 +19,7 @@ from dkapprox.learning._moments import MappedSpec, MomentsSpec, fold_key, mapped
 from dkapprox.learning._streaming import gather_moments
 from dkapprox.learning._targets import NumericTargets
 from dkapprox.linear_model import FeatureMapRidgeCV, HashedKFold, Ridge
+from dkapprox.utils import format_size
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(240, 3))
@@ -184,9 +187,9 @@ def test_a_grid_whose_statistics_would_not_fit_is_refused_before_any_pass_saying
     scale = RBFSampler(gamma="scale", random_state=0)
     with dask.config.set({"dkapprox.cv-statistics-bytes": 2**20}):
         search = FeatureMapRidgeCV(scale, {"n_components": [200], "random_state": [0, 1]}, n_folds=5)
-        assert _refused(search, Xd, Yd, r"statistics would take 3.1 MiB a task \(n_candidates=2 x n_folds=5 x "
+        assert _refused(search, Xd, Yd, r"statistics would take 3.08 MiB a task \(n_candidates=2 x n_folds=5 x "
                         r"\(n_components\^2 \+ \(n_targets \+ 1\) n_components \+ 2 n_targets \+ 2\) float64 at "
-                        r"n_components=200, n_targets=1\), more than dkapprox.cv-statistics-bytes=1.0 MiB: use at "
+                        r"n_components=200, n_targets=1\), more than dkapprox.cv-statistics-bytes=1.00 MiB: use at "
                         r"most 113 components a candidate with this grid, or fewer candidates or folds") == 0
         # 2 x 5 x (113^2 + 2 x 113 + 4) x 8 bytes fit 1 MiB, 114 do not
         FeatureMapRidgeCV(scale, {"n_components": [113], "random_state": [0, 1]}, n_folds=5).fit(Xd, Yd)
@@ -196,7 +199,7 @@ def test_a_grid_whose_statistics_would_not_fit_is_refused_before_any_pass_saying
         mixed = FeatureMapRidgeCV(RBFSampler(random_state=0), {"n_components": [50, 200], "gamma": [0.1, 1.0]},
                                   n_folds=3)
         assert _refused(mixed, Xd, da.stack([Yd, Yd], axis=1),
-                        r"2.0 MiB a task \(the sum over n_candidates=4 of n_folds=3 x .* n_components from 50 to "
+                        r"1.98 MiB a task \(the sum over n_candidates=4 of n_folds=3 x .* n_components from 50 to "
                         r"200, n_targets=2\).* at most 102 components a candidate with this grid, or fewer "
                         r"candidates or folds \(at most 1 candidate of 200 components\)") == 0
     # the default limit, 2 GiB, takes these
@@ -210,8 +213,8 @@ def test_a_map_whose_width_is_known_once_fitted_is_refused_after_its_fit_before_
                           for g in (0.1, 1.0))
     search = FeatureMapRidgeCV(nystroem, {"gamma": [0.1, 1.0]}, n_folds=5)
     with dask.config.set({"dkapprox.cv-statistics-bytes": 2**20}):
-        assert _refused(search, Xd, Yd, r"would take 1.7 MiB a task .* at n_components=150, n_targets=1\), "
-                                        r"more than dkapprox.cv-statistics-bytes=1.0 MiB: use at most 113 "
+        assert _refused(search, Xd, Yd, r"would take 1.74 MiB a task .* at n_components=150, n_targets=1\), "
+                                        r"more than dkapprox.cv-statistics-bytes=1.00 MiB: use at most 113 "
                                         r"components") == landmark_passes
         fitted = FeatureMapRidgeCV(Nystroem(n_components=100, random_state=0), {"gamma": [0.1, 1.0]},
                                    n_folds=5).fit(Xd, Yd)
@@ -245,7 +248,8 @@ def test_the_checked_size_is_the_pass_partials_own(lazy):
         fitted = search.fit(Xs, Ys)
     np.testing.assert_array_equal(fitted.fold_sizes_, moments[0].count)  # the same pass, the same folds
     with dask.config.set({"dkapprox.cv-statistics-bytes": size - 1}):
-        with pytest.raises(ValueError, match=rf"would take {size:,} bytes a task \(the sum over n_candidates=4 "
+        with pytest.raises(ValueError, match=rf"would take {re.escape(format_size(size))} a task "
+                                             rf"\(the sum over n_candidates=4 "
                                              rf".* n_components from 7 to 20, n_targets=3\), more than "
-                                             rf"dkapprox.cv-statistics-bytes={size - 1:,} bytes: "):
+                                             rf"dkapprox.cv-statistics-bytes={re.escape(format_size(size - 1))}: "):
             FeatureMapRidgeCV(RBFSampler(random_state=0), grid, n_folds=3).fit(Xs, Ys)

@@ -12,8 +12,9 @@ from _rounding import assert_chunking_promise, transform_by_blocks
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels, rbf_kernel
 
 from dkapprox.engine import _graph
-from dkapprox.kernels._pairwise import Kernel, NystroemState, RBFSlices, row_slices
+from dkapprox.kernels import Kernel, RBFSlices, row_slices
 from dkapprox.nystroem import Nystroem
+from dkapprox.nystroem.kernels import NystroemState
 
 PARAMS = {"polynomial": (("coef0", 0.5), ("degree", 2), ("gamma", 0.7)), "sigmoid": (("gamma", 0.2),),
           "rbf": (("gamma", 3.0),)}

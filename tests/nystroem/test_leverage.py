@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
-from dkapprox.kernels._pairwise import Kernel
+from dkapprox.kernels import Kernel
 from dkapprox.nystroem import Nystroem
 from dkapprox.nystroem.landmarks import Leverage, uniform_indices
 from dkapprox.nystroem.leverage import inclusion_probabilities, leverage_scores, recursive_state, tail_ridge

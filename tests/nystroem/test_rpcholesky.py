@@ -7,7 +7,7 @@ from scipy import stats
 from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import rbf_kernel
 
-from dkapprox.kernels._pairwise import Kernel
+from dkapprox.kernels import Kernel
 from dkapprox.nystroem import Nystroem
 from dkapprox.nystroem.landmarks import RPCholesky, uniform_indices
 from dkapprox.nystroem.rpcholesky import rpcholesky
