@@ -24,7 +24,7 @@ if [ "${BIG_BOX:-1}" = 1 ]; then
   timeout "${BIG_BOX_TIMEOUT:-300}" python3 benchmarks/bench_big_box.py ${BIG_BOX_ARGS:-} 2>&1 | tee "$OUT/big_box.txt"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout "${TEST_TIMEOUT:-180}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py ${TEST_ARGS:-} \
+  timeout "${TEST_TIMEOUT:-180}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/backends/test_gpu.py ${TEST_ARGS:-} \
     2>&1 | tee "$OUT/tests.txt"
 fi
 if [ "${BENCH:-1}" = 1 ]; then

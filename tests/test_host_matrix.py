@@ -153,7 +153,7 @@ def test_the_subset_counts_as_run_only_when_the_session_holds_all_of_it(request)
         def __init__(self, path):
             self.path = TESTS.parent / path
 
-    assert subset_in_session([Item(path) for path in SUBSET + ["tests/test_cli.py"]])
+    assert subset_in_session([Item(path) for path in SUBSET + ["tests/cli/test_commands.py"]])
     assert not subset_in_session([Item(path) for path in SUBSET[1:]])
 
 

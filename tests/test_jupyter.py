@@ -13,7 +13,7 @@ shared) runs, one after another:
   outputs and the widgets' final states (nbclient keeps them, as Jupyter saves them).
 
 Real parts throughout: dask's threaded scheduler, an in-process distributed cluster, Zarr on disk.
-(Progress on a terminal and when piped: tests/test_progress.py.)
+(Progress on a terminal and when piped: tests/utils/test_progress.py.)
 """
 
 from __future__ import annotations

@@ -45,16 +45,16 @@ COMPAT_SUBSET = [
     "tests/kernel_approximation/test_parity.py",
     "tests/random_projection/test_parity.py",
     "tests/test_repr.py",
-    "tests/linear_model/test_lm_sample_weight.py",
-    "tests/linear_model/test_lm_ridge_cv.py",
+    "tests/linear_model/test_sample_weight.py",
+    "tests/linear_model/test_ridge_cv.py",
     "tests/nystroem/test_parity.py",
     "tests/models/test_model_files.py",
     "tests/test_metrics.py",
     # scikit-learn's own estimator checks: tags and checks differ between releases
     "tests/test_estimator_checks.py",
     "tests/nystroem/test_estimator_checks.py",
-    "tests/random_features/test_rf_estimator_checks.py",
-    "tests/linear_model/test_lm_estimator_checks.py",
+    "tests/random_features/test_estimator_checks.py",
+    "tests/linear_model/test_estimator_checks.py",
 ]
 #: what the compat subset needs besides dkapprox, installed within the same pins
 TEST_PACKAGES = ["pytest", "hypothesis", "pandas"]

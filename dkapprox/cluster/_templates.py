@@ -6,7 +6,7 @@ so the templates reach a ``pip install`` user as well as a clone: ``dkapprox clu
 slurm.yaml`` prints one to copy and edit. A clone (``pip install -e .``, or the checkout on
 ``sys.path``) runs this module from its ``dkapprox/`` folder and reads the top-level folder itself.
 The tests check that each one is a valid config of its kind (``tests/cluster/test_config.py``) and
-that the command prints the top-level files byte for byte (``tests/test_cli.py``).
+that the command prints the top-level files byte for byte (``tests/cli/test_commands.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ process-wide switch that a library imported into someone's notebook cannot set. 
 kernels scikit-learn names are written here once more, in array-API form, with
 scikit-learn's arithmetic (the rbf kernel's distances in float64, as scikit-learn upcasts
 float32 for them, clipped at 0), and tested against scikit-learn's values
-(``tests/test_array_api.py``). A callable kernel runs on NumPy blocks only.
+(``tests/backends/test_array_api.py``). A callable kernel runs on NumPy blocks only.
 
 Distance kernels (laplacian, chi2, additive_chi2) sum over the features one at a time, so
 a slice holds ``rows x n_landmarks`` values, never ``rows x n_landmarks x n_features``.

@@ -6,7 +6,7 @@ its SparseRandomProjection) in private modules, which move between releases.
 This module imports each of them once, from the public re-export where one
 exists, with the fallback for the oldest scikit-learn ``pyproject.toml``
 allows (1.6), so that an upgrade breaks this file and its test
-(``tests/test_sklearn_compat.py``, which also runs a compat subset of the
+(``tests/utils/test_sklearn_compat.py``, which also runs a compat subset of the
 suite against scikit-learn 1.6), not the package.
 """
 

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 import zarr
 from _rounding import assert_chunking_promise
+from cli.test_commands import _start, assert_one_line_error, cli
 from distributed import Client, KilledWorker, LocalCluster
 from sklearn.pipeline import make_pipeline
-from test_cli import _start, assert_one_line_error, cli
 
 from dkapprox import io
 from dkapprox.cluster import WorkerWatch
@@ -163,7 +163,7 @@ def test_cli_exits_75_within_the_allowed_retries_and_its_block_rows_then_run(tmp
     args = ("featurize", tmp_path / "x.zarr", "--method", "rbf", "--n-components", 2048, "--gamma", 0.5,
             "--out", tmp_path / "z.zarr", "--cluster", config)
     started = time.perf_counter()
-    proc = _start(*args)  # allowed-failures=1 in test_cli's environment
+    proc = _start(*args)  # allowed-failures=1 in the CLI tests' environment
     lines = []
     for line in proc.stderr:  # the warning is logged just before the job is submitted
         lines.append((time.perf_counter(), line))

@@ -9,7 +9,7 @@ show that blocks finished before it were not touched and that the final run
 wrote exactly the missing ones; the finished store is byte for byte the
 store of an undisturbed run.
 
-(tests/test_cli.py interrupts an in-process cluster at other points, with
+(tests/cli/test_commands.py interrupts an in-process cluster at other points, with
 SIGTERM and a changed model; tests/io/test_kill_resume.py kills the library.)
 """
 
@@ -20,7 +20,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from test_cli import _start, cli, make_input
+from cli.test_commands import _start, cli, make_input
 
 from dkapprox import io, models
 from dkapprox.errors import IncompleteStoreError

@@ -179,7 +179,7 @@ def test_n_landmarks_below_n_components_or_with_given_landmarks_raise():
 @pytest.mark.parametrize("landmarks", ["uniform", "leverage", "rpcholesky"])
 def test_restriction_pass_over_device_blocks_equals_numpy_blocks(landmarks):
     """The sum of Z^T Z on device blocks (array-api-strict's second device stands in for a GPU, as in
-    tests/test_array_api.py: NumPy refuses its arrays) gives the host's restricted map within rounding."""
+    tests/backends/test_array_api.py: NumPy refuses its arrays) gives the host's restricted map within rounding."""
     device = xs.Device("device1")
     X = np.random.default_rng(8).random((600, 5))
     host = da.from_array(X, chunks=(150, -1))

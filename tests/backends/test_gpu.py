@@ -5,7 +5,7 @@ place a skip is right (CI has no GPU). They ran, and pass, on an H100 (issue 32:
 ``benchmarks/gpu_session.sh`` is that run; docs/gpu.md has what it found). What runs
 everywhere: a machine without CuPy or a GPU refuses ``--device cuda`` with exit 69 before it
 writes anything, never computing on the CPU in silence. The CPU side of the same block
-functions is tests/test_array_api.py.
+functions is tests/backends/test_array_api.py.
 """
 
 import importlib.util
@@ -16,12 +16,12 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from _rounding import assert_chunking_promise
 
 import dkapprox
 import dkapprox.io
 from dkapprox.backends import _xp
 
-from ._rounding import assert_chunking_promise
 from .test_array_api import CASES as ARRAY_API_CASES
 from .test_array_api import case_id
 from .test_array_api import data as array_api_data
@@ -152,7 +152,7 @@ def _cluster_config(tmp_path, kind):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("case", ARRAY_API_CASES, ids=case_id)
 def test_every_block_function_of_the_array_api_suite_on_cupy(case, dtype):
-    """tests/test_array_api.py's cases with CuPy as the second namespace: same dtype, within the bound."""
+    """tests/backends/test_array_api.py's cases with CuPy as the second namespace: same dtype, within the bound."""
     import cupy
 
     cls, params = case
@@ -201,7 +201,7 @@ def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks, n_landm
     assert_chunking_promise(got, X, cupy.asnumpy(Z.compute()), got.transform(X), what=f"{landmarks} on dask-CuPy")
 
 
-# KernelRidge on CuPy (issue 41, item 5): the twins of tests/test_kernel_ridge_device.py, whose docstring
+# KernelRidge on CuPy (issue 41, item 5): the twins of tests/kernel_ridge/test_device.py, whose docstring
 # derives the tolerances (float64: 1e-8; float32: 2e-3 against the NumPy float32 fit, 1e-3 against float64)
 KRR_CASES = [("rbf", dict(gamma=0.3), np.float64), ("rbf", dict(gamma=0.3), np.float32),
              ("laplacian", dict(gamma=0.2), np.float64), ("polynomial", dict(degree=2, gamma=0.5), np.float64)]
@@ -303,7 +303,7 @@ def test_one_gpu_extra_per_cuda_major_version():
     import tomllib
     from pathlib import Path
 
-    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     for major in (12, 13):
         names = [req.split(">")[0].split("=")[0] for req in extras[f"gpu-cuda{major}"]]

@@ -18,7 +18,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from _rounding import transform_by_blocks
-from test_cli_parquet import (
+from cli.test_parquet import (
     ENV,
     assert_ok,
     assert_one_line_error,

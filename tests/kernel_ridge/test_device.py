@@ -4,13 +4,13 @@ array-api-strict's ``Device('device1')`` refuses NumPy conversion as a GPU does 
 or a prediction that touched its block with NumPy fails here as it would on a GPU. A fit on a device
 array (or a dask array of device blocks) must give the NumPy fit's model within the rounding the
 two paths differ by, and predict on device blocks gives device blocks. The CuPy twins of these
-tests are in tests/test_gpu.py (marked ``gpu``).
+tests are in tests/backends/test_gpu.py (marked ``gpu``).
 
 Tolerances. The device path sums its slices in another order and forms the rbf kernel from its
 factors in another rounding than the host, so two fits differ by the kernel values' rounding carried
 through the normal equations, plus where CG stops. float32: the host's own test bounds a float32 fit
 against the float64 fit of such a problem at 1e-3 (float32 kernel values, eps 6e-8, through a system of
-condition ~1e4 at alpha=1: tests/linear_model/test_lm_falkon.py); the device's float32 fit is held to
+condition ~1e4 at alpha=1: tests/kernel_ridge/test_falkon.py); the device's float32 fit is held to
 that same 1e-3 against the float64 NumPy fit, so two float32 fits differ by at most 2e-3 (measured: 2e-4
 in memory, 1e-3 on dask blocks). float64: the same amplification of eps64 (2e-16) gives 4e-12, and
 CG stops at a relative residual of tol=1e-10 of a preconditioned system near the identity: tested at

@@ -332,7 +332,7 @@ def test_each_cg_iteration_is_news_where_a_person_is_watching(monkeypatch, capsy
 
 
 def test_the_classifier_refuses_device_arrays_with_a_clear_message():
-    """KernelRidge runs on device blocks (tests/test_kernel_ridge_device.py); the classifier not yet."""
+    """KernelRidge runs on device blocks (tests/kernel_ridge/test_device.py); the classifier not yet."""
     array_api_strict = pytest.importorskip("array_api_strict")
     X, y = regression(n=100)
     with pytest.raises(ValueError, match="device arrays"):

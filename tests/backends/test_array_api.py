@@ -14,15 +14,14 @@ import sys
 import array_api_strict as xs
 import numpy as np
 import pytest
+from _estimators import CONTRACT
+from _rounding import assert_chunking_promise
 
 import dkapprox
 from dkapprox import _registry
 from dkapprox.backends import _stats, _xp
 from dkapprox.engine import _graph
 from dkapprox.kernel_approximation.rbf import fourier_features
-
-from ._estimators import CONTRACT
-from ._rounding import assert_chunking_promise
 
 DEVICE = xs.Device("device1")
 CPU = xs.Device("CPU_DEVICE")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "dkapprox"
 COMPAT = PACKAGE / "utils" / "_sklearn_compat.py"
 

@@ -19,7 +19,7 @@ def name_of(check):
 
 # RidgeCV's folds are a hash of the row index, so weighting a row by 2 and repeating it give different
 # folds (hence possibly another alpha): no index-based K-fold can pass these two checks. Weighted
-# RidgeCV is checked against scikit-learn fold by fold in test_lm_sample_weight.py instead.
+# RidgeCV is checked against scikit-learn fold by fold in test_sample_weight.py instead.
 # FeatureMapRidgeCV's folds are RidgeCV's (with one candidate and one alpha it passes both checks).
 FOLDS_FOLLOW_ROWS = "folds are a hash of the row index: a repeated row lands in another fold"
 EXPECTED_FAILURES = {

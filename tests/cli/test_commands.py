@@ -31,7 +31,7 @@ from dkapprox.random_features import RandomBinningFeatures, RandomFourierFeature
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
 #: the cluster config templates' one copy, at the repository's top (the wheel carries it as package data)
-TEMPLATES = pathlib.Path(__file__).resolve().parents[1] / "cluster_configs"
+TEMPLATES = pathlib.Path(__file__).resolve().parents[2] / "cluster_configs"
 
 
 def cli(*args, timeout=180):

@@ -161,7 +161,7 @@ def test_storage_options_parse_like_params_and_nest():
 def test_a_parquet_dataset_on_s3_is_read_identified_by_etag_and_refreshed(s3, tmp_path):
     """Jobs read Parquet (issue 30): the files of an s3:// dataset are the blocks, their ETags its identity."""
     import pandas as pd
-    from test_cli_parquet import write_s3_dataset
+    from cli.test_parquet import write_s3_dataset
 
     fs = s3fs.S3FileSystem(skip_instance_cache=True)
     frames = write_s3_dataset(fs, 4)

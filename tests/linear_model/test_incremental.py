@@ -1,4 +1,4 @@
-"""Incremental: partial_fit over dask blocks in a seeded order, reproducibly (cluster: test_lm_cluster.py)."""
+"""Incremental: partial_fit over dask blocks in a seeded order, reproducibly (cluster: test_cluster.py)."""
 
 import dask.array as da
 import numpy as np

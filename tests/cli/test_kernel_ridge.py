@@ -1,7 +1,7 @@
 """`dkapprox kernel-ridge` and `dkapprox predict` (issue 33, part 4): real Zarr stores and a Parquet dataset.
 
 The two fits run as real subprocesses (their log lines as a user sees them), side by side; the rest
-runs in this process through the same entry point, on an in-process LocalCluster, as tests/test_cli.py
+runs in this process through the same entry point, on an in-process LocalCluster, as tests/cli/test_commands.py
 does for variants of a code. Small data (2,000 rows, 60 centers) keep the file to seconds.
 """
 

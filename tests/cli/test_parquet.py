@@ -2,7 +2,7 @@
 
 A dataset's files are its blocks (in path order, row counts from the footers), its file listing
 its identity (as a Zarr input's chunk listing is: ARCHITECTURE.md invariant 12), and its schema
-is checked before any compute. The run on object storage is in tests/test_cli_object_storage.py.
+is checked before any compute. The run on object storage is in tests/cli/test_object_storage.py.
 """
 
 import os
