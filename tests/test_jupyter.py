@@ -30,6 +30,8 @@ import pytest
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from dkapprox.utils import format_size
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOKS = sorted(p.name for p in EXAMPLES.glob("notebook_*.py"))
 ROWS = 10_000
@@ -311,10 +313,10 @@ def test_fitted_estimator_html_says_bytes_landmarks_passes_and_dtype(session):
     page, text = result[0]["data"]["text/html"], result[0]["data"]["text/plain"]
     assert "sk-top-container" in page  # scikit-learn's diagram, with dkapprox's table after it
     nbytes = 20 * 8 * 4 + 20 * 20 * 4
-    assert f"{nbytes:,} bytes (2.2 KiB), one graph key" in page
+    assert f"{nbytes:,} bytes ({format_size(nbytes)}), one graph key" in page
     assert "kmeans: 20 rows, chosen in 5 passes over the data" in page
     assert "fitted arrays float32; float32 in, float32 out; float64 in, float64 out" in page
-    assert text.endswith("# fitted: 8 -> 20 features, 20 landmarks, state 2.2 KiB")
+    assert text.endswith(f"# fitted: 8 -> 20 features, 20 landmarks, state {format_size(nbytes)}")
 
 
 def test_lazy_features_display_as_dask_arrays_do(session):

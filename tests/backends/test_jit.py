@@ -14,6 +14,7 @@ from sklearn.base import clone
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 
 import dkapprox
+from dkapprox import backends
 from dkapprox.backends import _jit
 
 pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="numba is a dependency: this fails where it is missing")
@@ -333,7 +334,7 @@ def _spy_inner_product_kernel(monkeypatch):
         calls.append(K is not None)
         return K
 
-    monkeypatch.setattr(_jit, "inner_product_kernel", spy)
+    monkeypatch.setattr(backends, "inner_product_kernel", spy)  # the name the kernels' slices call
     return calls
 
 
@@ -394,7 +395,7 @@ def _spy_binning(monkeypatch):
         calls.append(done)
         return done
 
-    monkeypatch.setattr(_jit, "binning_cells", spy)
+    monkeypatch.setattr(backends, "binning_cells", spy)  # the name binning's block function calls
     return calls
 
 
