@@ -232,7 +232,7 @@ def _state_nbytes(estimator, dtype):
 
 
 def _fitted_summary(estimator):
-    """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 KiB', or None before fit.
+    """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 kiB', or None before fit.
 
     The state is what ``transform`` ships to the workers (:func:`dkapprox.engine._graph.nbytes`),
     for input of the dtype the fitted arrays are kept in.

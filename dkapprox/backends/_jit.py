@@ -32,7 +32,7 @@ from ._recycle import empty as recycled_empty
 _state = {"module": None, "error": None, "ready": set()}
 
 #: each kernel run once on tiny arrays of the types it is used with: compiles it, or loads it from
-#: numba's disk cache, only when a block first needs it (all of them cold: about 3.5 s; the cos kernel alone 0.7 s)
+#: numba's disk cache, only when a block first needs it, so that a process never pays for kernels it does not use
 _WARM_UP = {
     "cos_rows": lambda k: k.cos_rows(np.zeros((1, 2)), np.zeros(2), 1.0, np.zeros((1, 2))),
     "sincos_rows": lambda k: k.sincos_rows(np.zeros((1, 2)), 1.0, np.zeros((1, 4))),
@@ -81,18 +81,15 @@ def _kernels(*names):
 # -- the Fourier feature map, compiled where it pays ---------------------------------------------
 
 #: below this many output values a block takes the NumPy path: loading the compiled code the first
-#: time in a process (0.3 s from numba's cache, 0.7 s compiling, numba's import included) would cost
-#: more than it saves
+#: time in a process (numba's import included) would cost more than it saves (benchmarks/bench_kernels.py)
 MIN_COMPILED_VALUES = 2**16
-#: values per tile: its product (tile rows x n_frequencies, 2 MiB of float64) stays in cache for its map;
-#: measured on a 2-core Zen VM, two threads: 2**15 values 0.48 s per pair of blocks, 2**16 0.43, 2**17 0.41, 2**18 0.40
+#: values per tile: its product (tile rows x n_frequencies, 2 MiB of float64) stays in cache for its map
+#: (docs/performance.md, "Tiles"; benchmarks/bench_kernels.py measures it)
 TILE_VALUES = 2**18
 #: float32 tiles (NumPy's map): 2**20 values, 4 MiB (1,024 rows at 1,024 features). Each tile costs
 #: three NumPy calls, and each call takes the GIL back when it returns: under dask's threaded
-#: scheduler (16 tasks in one process) smaller tiles left the block path GIL-bound. Measured on 16
-#: Xeon cores (issue 41, benchmarks/bench_big_box.py), RBFSampler(1024) on 16 threads against
-#: LocalCluster(16x1): tiles of 2**16 values 0.19x, 2**18 0.38x, 2**20 0.99x. On one thread the
-#: tile size changes little (2 Zen cores: 2**16 159 ms a 62,500-row block, 2**18 141, 2**20 145)
+#: scheduler (16 tasks in one process) smaller tiles left the block path GIL-bound
+#: (docs/performance.md, "Tiles"; benchmarks/bench_big_box.py measures it)
 TILE_VALUES_32 = 2**20
 #: ... and at most this many rows: a narrow map's tile (40 features) stays a tile, not a copy of the block
 TILE_ROWS_32 = 1024
@@ -117,8 +114,7 @@ def fourier_map(block, weights, offset, scale, project=None):
     dtype = np.result_type(block.dtype, weights.dtype) if product is None else product.dtype
     wanted = "cos_rows" if offset is not None else "sincos_rows"
     if dtype == np.float32:
-        # NumPy's float32 cos and sin are SIMD (0.56 ns a value in cache on an AVX-512 Xeon; a
-        # compiled float32 cos through float64 reduction took 2.2 ns there): tiles, and no numba
+        # NumPy's float32 cos and sin are SIMD, faster than a compiled cos through float64: tiles, no numba
         if product is None and not sp.issparse(block):
             return _tiled_numpy(block, weights, offset, float(scale))
         return _numpy_fourier(_dot(block, weights) if product is None else product, offset, scale, tiled=True)

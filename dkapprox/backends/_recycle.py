@@ -1,9 +1,9 @@
 """Large block outputs whose memory is taken again once nothing refers to it.
 
-A block's output of 400 MB in fresh memory costs the kernel's zeroing of every page before the
-block writes it: 0.045 s of a float32 RBFSampler(1024) block of 100,000 rows that computes in
-0.23 s (huge pages on), 0.155 s with 4 KiB pages. In a job, and wherever a block's features are
-written or reduced and then dropped, the next block can write into the same pages instead.
+A block's output in fresh memory costs the kernel's zeroing of every page before the block writes
+it, a large share of a fast block's time (docs/performance.md, "Recycled outputs"). In a job, and
+wherever a block's features are written or reduced and then dropped, the next block can write into
+the same pages instead.
 
 Each output of at least :data:`MIN_BYTES` is a NumPy view of a private anonymous ``mmap`` that
 this module holds (private: after a fork, parent and child write their own copies, as with any
@@ -16,8 +16,8 @@ never written; the values of a reused output are arbitrary, as ``np.empty``'s ar
 Free mmaps are unmapped (their memory returns to the system) once they have been free for
 ``dkapprox.recycle.idle-seconds`` (2 s; a daemon timer sweeps), or when more than
 ``dkapprox.recycle.max-free`` (one a core, at least 4) are free. One a core, not 4: dask's threaded
-scheduler on 16 cores frees 16 outputs a wave, and with 4 kept the next wave touched 12 outputs'
-pages afresh (issue 41). A cluster's worker, one task at a time, never has more than a few.
+scheduler on 16 cores frees 16 outputs a wave, and with 4 kept the next wave would touch 12 outputs'
+pages afresh. A cluster's worker, one task at a time, never has more than a few.
 ``dkapprox.recycle.max-free: 0`` turns recycling off: every output is then fresh memory, its pages
 touched first (:func:`touched_empty`).
 """

@@ -5,12 +5,9 @@ once per process on first use (CuPy caches the binary on disk, so a later proces
 
 - ``cos_offset``: ``scale cos(p + b)`` in place of the product ``p = X W`` (RBFSampler,
   SkewedChi2Sampler, RandomFourierFeatures); ``cos_sin``: the paired ``scale [cos p, sin p]``.
-  The array-API form (add, cos, scale) made three passes over a block-sized product. Measured
-  on an H100 (benchmarks/bench_gpu.py, issue 32), RBFSampler(1024) float32 reaches 0.35 of the
-  device limit (the product at the card's float32 matrix rate plus one write of the output).
-  A product fused with the cosine in one register-tiled kernel (128 x 128 tiles, 8 x 8 a
-  thread, no tensor cores) was correct on every tile edge but reached only 0.18: cuBLAS's
-  product with this pass after it is twice as fast, so it stays.
+  The array-API form (add, cos, scale) made three passes over a block-sized product. A product
+  fused with the cosine in one register-tiled kernel was slower than cuBLAS's product with this
+  pass after it, so this stays (docs/gpu.md; benchmarks/bench_gpu.py measures both).
 - ``rbf``: Nystroem's rbf kernel from the float64 inner products, scikit-learn's arithmetic.
 
 ``cos``, ``sin`` and ``exp`` of a float are CUDA's single-precision functions (2 ulp), not the

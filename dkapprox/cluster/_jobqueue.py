@@ -305,7 +305,7 @@ class StartWatch(_scheduler_plugin_base()):
                             or "no message")
         scheduler = getattr(self.cluster, "scheduler", None)
         if self.first_worker is None and scheduler is not None:
-            scheduler.no_workers_timeout = 1e-3  # the scheduler fails waiting tasks on its next check (250 ms)
+            scheduler.no_workers_timeout = 1e-3  # the scheduler fails waiting tasks on its next check
 
     # -- the timeout ----------------------------------------------------------------
 

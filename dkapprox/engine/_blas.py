@@ -3,9 +3,9 @@
 A dask worker *process* of a cluster runs BLAS on one thread: distributed's nanny starts it with
 ``OMP_NUM_THREADS=1`` and its kin, and dkapprox's clusters give each worker one thread. dask's
 default scheduler in a notebook (threads, no ``Client``) and ``LocalCluster(processes=False)``
-run several tasks in one process instead, and each task's product asked NumPy's OpenBLAS for a
-thread per core: two tasks on two cores ran four BLAS threads, and RBFSampler and Nystroem ran
-at scikit-learn's speed instead of the cluster's (issue 30; benchmarks/bench_schedulers.py).
+run several tasks in one process instead, and each task's product would ask NumPy's OpenBLAS for a
+thread per core: two tasks on two cores would run four BLAS threads, oversubscribing the cores
+(benchmarks/bench_schedulers.py measures it).
 
 So every block task runs inside :func:`task_threads`, which gives the process's BLAS libraries
 one thread while any block task runs, and the user's own settings back when none does. One, and

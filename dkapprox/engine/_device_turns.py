@@ -1,11 +1,10 @@
 """Block tasks on a device (a GPU): one thread at a time queues its work there, and none waits inside.
 
 dask's default scheduler runs a task per core in one process. For NumPy blocks that is what
-makes a laptop fast; for CuPy blocks it put 16 threads on one GPU. Every one of them queued its
-kernels on the device's one default stream, so the GPU ran them one after another anyway, and each
-task ended its value check by copying a flag to the host: a wait for everything queued before
-it, while the others' launches queued behind it. Nystroem(1024) on an H200 fell from 10.1 M
-rows/s on one thread to 5.4 M on 16, 0.29 of the device's limit (issue 41).
+makes a laptop fast; for CuPy blocks it puts many threads on one GPU, all queueing kernels on the
+device's one default stream, which runs them one after another anyway; and a task that ends its
+value check by copying a flag to the host waits for everything queued before it, while the others'
+launches queue behind it (docs/performance.md, "Device turns"; benchmarks/bench_gpu.py measures it).
 
 So a task on a device block (:func:`dkapprox.engine._graph.map_rows`) does two things differently:
 

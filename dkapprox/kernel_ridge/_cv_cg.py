@@ -50,14 +50,12 @@ from ._falkon import (
 HALVING_PASSES = (4, 8, 16, 32, 64, 128)
 #: a candidate may be dropped once the iterates it was scored by have reached this relative residual
 JUDGED_RESIDUAL = 0.05
-#: a CG pass's cost, as a fraction of a pass with every candidate running, on average over a search. On the
-#: learning study (10^6 rows, m = 2,048, 5 gammas x 6 alphas x 5 folds, tol 1e-3, max_iter 20), route='auto'
-#: with 0.9 estimated 919 s for CG in one process against the 2 x 389 s its search took on two workers (and
-#: 1,736 s for the statistics route against 2 x 914 s): 0.75 puts the estimate on it. Halving ran 0.70 of the
-#: candidate-iterations; each gamma's exponentials and the shared product are paid while any of its runs
+#: a CG pass's cost, as a fraction of a pass with every candidate running, on average over a search: halving
+#: drops candidates, but each gamma's exponentials and the shared product are paid while any of its runs
+#: (benchmarks/bench_kernel_ridge_cv.py --part cost measures it; docs/performance.md, "The search's routes")
 RUNNING_COST = 0.75
-#: a block's products pad each fold's columns with zeros to a multiple of this: OpenBLAS's float32 GEMM
-#: (SkylakeX kernels, one thread, 128 x 2,048 kernel slices) took 239 us for 30 columns and 193 us for 32
+#: a block's products pad each fold's columns with zeros to a multiple of this: OpenBLAS's GEMM kernels
+#: run whole column panels faster than ragged ones (docs/performance.md, "The search's routes")
 GEMM_COLUMNS = 8
 #: CG iterations the route choice expects (Falkon's usual count at tol 1e-3 to 1e-4: the learning study's
 #: KernelRidgeClassifier took 20), capped by max_iter

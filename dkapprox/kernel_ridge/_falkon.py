@@ -319,10 +319,8 @@ class Preconditioner:
         return self._columns(v, lambda A, x: _solve_upper(A, _solve_upper(A, x), trans=True)) * self.alphas
 
 
-#: above this many centers the m x m factorizations run on one BLAS thread: OpenBLAS 0.3.31's threaded
-#: Cholesky (dpotrf: numpy's and scipy's) and ``T @ T.T`` (dsyrk) segfaulted here at m = 16,384 on two
-#: threads and ran on one (54 s); m = 8,192 ran on two. The same class of crash as OpenBLAS#1413 and
-#: numpy#19685 (threaded syrk on large matrices); a crash cannot be caught, so it is avoided.
+#: above this many centers the m x m factorizations run on one BLAS thread: OpenBLAS's threaded Cholesky
+#: and syrk crash on large matrices (OpenBLAS#1413, numpy#19685; docs/performance.md, "Large factorizations")
 ONE_THREAD_ABOVE = 8192
 
 

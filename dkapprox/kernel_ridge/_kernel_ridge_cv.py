@@ -55,7 +55,7 @@ CLASSIFICATION_SCORINGS = ("accuracy",)
 DEFAULT_GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
 #: rows of the probe that times both routes' block functions on the driver (route='auto'): at 512 the statistics
 #: route's per-fold slices were a hundred rows and its triangular solves ran at a fraction of a block's speed
-#: (its estimate 2.5x its measured time on the learning study)
+#: (benchmarks/bench_kernel_ridge_cv.py --part choice compares the estimates with the searches' times)
 PROBE_ROWS = 2048
 #: route='auto' below this many multiply-adds of the statistics route (its ``2 n m^2`` per gamma) takes it
 #: without a probe: on any machine a few seconds at most, and a search the same route every time

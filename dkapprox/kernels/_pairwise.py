@@ -138,14 +138,12 @@ class Kernel:
 SLICE_ELEMENTS = 2**20
 #: ... and, in blocks of more than 64 * 512 rows, about 1/64 of the block's rows, so that they
 #: stay a few percent of a large block's output. Slices have at least 512 rows where that fits:
-#: the product with the normalization runs slower in thinner slices (measured, one thread,
-#: 10,000 x 1024 by 1024 x 1024 float64: 64-row slices 0.44 s, 256 0.35, 512 0.33, whole 0.33).
+#: the product with the normalization runs slower in thinner slices (docs/performance.md, "Slices").
 SLICES_PER_BLOCK, MIN_SLICE_ROWS = 64, 512
 #: On a device (CuPy) a slice may hold 64 times as many (512 MiB of float64): a GPU has the memory,
 #: and each slice costs several kernel launches, which thin slices would multiply. A device block is
-#: sliced by this alone, not into :data:`SLICES_PER_BLOCK` parts: a 250,000-row block in 64 slices
-#: of 3,907 rows made about 400 launches from Python, and an H200 waited for them (issue 41: 0.49 of
-#: the device's limit where PyTorch's loop, one slice a block, reached 0.78)
+#: sliced by this alone, not into :data:`SLICES_PER_BLOCK` parts, whose launches the device would wait for
+#: (docs/performance.md, "Slices"; benchmarks/bench_gpu.py measures it)
 DEVICE_SLICE_ELEMENTS = 2**26
 
 

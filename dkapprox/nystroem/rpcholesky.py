@@ -105,8 +105,7 @@ def rpcholesky(rows, k, kernel, random_state, *, max_proposals=MAX_PROPOSALS):
             chosen = proposed[accepted]
             columns = np.asarray(kernel.between(rows, rows[chosen]), dtype=np.float64)
             columns -= factor[:, :done] @ factor[chosen, :done].T
-            # a C-ordered right-hand side: OpenBLAS's threaded solve on the transposed view took
-            # milliseconds for a few entries (measured: 6 ms against 18 us)
+            # a C-ordered right-hand side: OpenBLAS's threaded solve on the transposed view is far slower
             block = linalg.solve_triangular(chol, np.ascontiguousarray(columns.T), lower=True,
                                             check_finite=False).T
             factor[:, done:done + chosen.size] = block
