@@ -3,20 +3,23 @@
 Every error dkapprox raises on purpose is defined here and derives from
 :class:`DkapproxError`, so ``except DkapproxError`` catches them all while
 ``except ValueError`` (or ``ConnectionError``, ``MemoryError``...) still
-catches each where a builtin caller expects it. The command line maps them to
-exit codes (see ``dkapprox.cli``): ``InputDataError`` 65,
-``InputMissingError`` 66, ``OutputExistsError`` and ``ResumeMismatchError``
-(and its ``InputChangedError``) 73, ``TemporaryFailure`` (and its ``WorkerMemoryError``, ``StoreBusyError``,
-``LeaseLostError``) and ``ClusterConnectError`` 75, ``ClusterConfigError`` (and its
-``UnsharedPathError``) 78, ``MissingPackageError`` and ``DeviceUnavailableError`` 69.
+catches each where a builtin caller expects it. :data:`EXIT_CODES` is the one table of
+the command line's exit codes and the errors that give each; the public warnings live here too.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 __all__ = [
+    "EXIT_CODES",
     "ClusterConfigError",
     "ClusterConnectError",
     "DeviceUnavailableError",
     "DkapproxError",
+    "ExitCode",
     "IncompleteStoreError",
+    "InsecureClusterWarning",
     "InputChangedError",
     "InputDataError",
     "InputMissingError",
@@ -35,7 +38,36 @@ __all__ = [
 
 
 class DkapproxError(Exception):
-    """Base of every error dkapprox raises on purpose."""
+    """Base of every error dkapprox raises on purpose.
+
+    An error crosses processes whole (dask pickles what a task raises): its message and every
+    attribute its ``__init__`` set come back, whatever that ``__init__``'s signature, except the
+    attributes a class names in ``_not_pickled``.
+    """
+
+    _not_pickled: tuple = ()
+
+    def __reduce__(self):
+        state = {k: v for k, v in vars(self).items() if k not in self._not_pickled}
+        return _rebuild, (type(self), self.args, state)
+
+
+def _rebuild(cls, args, state):
+    error = _new(cls, args)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+def _new(cls, args):
+    """``cls`` made without its ``__init__``, by the builtin whose layout it has (OSError's for a TimeoutError)."""
+    for base in cls.__mro__:
+        if base.__module__ == "builtins":
+            try:
+                return base.__new__(cls, *args)
+            except TypeError:  # "X.__new__(cls) is not safe": another builtin of the MRO lays it out
+                continue
+    raise TypeError(f"cannot rebuild {cls.__name__}")
 
 
 class InputDataError(DkapproxError, ValueError):
@@ -53,12 +85,7 @@ class MissingPackageError(DkapproxError, ImportError):
         super().__init__(message)
         self.package = package
 
-    def __reduce__(self):
-        return _rebuild_missing_package, (type(self), str(self), self.package)
 
-
-def _rebuild_missing_package(cls, message, package):
-    return cls(message, package=package)
 
 
 class DeviceUnavailableError(DkapproxError, RuntimeError):
@@ -96,12 +123,7 @@ class InputChangedError(ResumeMismatchError):
     def refusable(self) -> bool:
         return any(c.refusals for c in self.changes)
 
-    def __reduce__(self):
-        return _rebuild_changed, (type(self), str(self), self.changes)
 
-
-def _rebuild_changed(cls, message, changes):
-    return cls(message, changes=changes)
 
 
 class IncompleteStoreError(DkapproxError, ValueError):
@@ -140,8 +162,10 @@ class WorkerMemoryError(TemporaryFailure, MemoryError):
     bytes, the workers' memory limit) and what to do. ``suggested_rows`` is the
     rows per block that fit the workers' budget (None if unknown);
     ``attempts`` the times a task was tried before the scheduler gave up (None
-    if refused before anything ran); ``killed`` distributed's ``KilledWorker``.
+    if refused before anything ran); ``killed`` distributed's ``KilledWorker`` (not pickled).
     """
+
+    _not_pickled = ("killed",)
 
     def __init__(self, facts, advice, *, suggested_rows=None, block_shape=None, block_bytes=None,
                  memory_limit=None, attempts=None, killed=None):
@@ -150,14 +174,7 @@ class WorkerMemoryError(TemporaryFailure, MemoryError):
         self.suggested_rows, self.block_shape, self.block_bytes = suggested_rows, block_shape, block_bytes
         self.memory_limit, self.attempts, self.killed = memory_limit, attempts, killed
 
-    def __reduce__(self):
-        return _rebuild, (type(self), self.facts, self.advice, {
-            k: getattr(self, k) for k in ("suggested_rows", "block_shape", "block_bytes", "memory_limit",
-                                          "attempts")})
 
-
-def _rebuild(cls, facts, advice, fields):
-    return cls(facts, advice, **fields)
 
 
 class WorkersNeverStarted(TemporaryFailure, TimeoutError):
@@ -174,12 +191,7 @@ class WorkersNeverStarted(TemporaryFailure, TimeoutError):
         super().__init__(message)
         self.job_ids, self.reasons, self.timeout = list(job_ids), dict(reasons or {}), timeout
 
-    def __reduce__(self):
-        return _rebuild_never_started, (type(self), str(self), self.job_ids, self.reasons, self.timeout)
 
-
-def _rebuild_never_started(cls, message, job_ids, reasons, timeout):
-    return cls(message, job_ids=job_ids, reasons=reasons, timeout=timeout)
 
 
 class StoreBusyError(TemporaryFailure):
@@ -194,13 +206,49 @@ class StoreBusyError(TemporaryFailure):
         super().__init__(message)
         self.holder = holder
 
-    def __reduce__(self):
-        return _rebuild_busy, (type(self), str(self), self.holder)
 
-
-def _rebuild_busy(cls, message, holder):
-    return cls(message, holder=holder)
 
 
 class LeaseLostError(TemporaryFailure):
     """This run lost its lease on the output store (not renewed in time, or taken over): it stopped writing."""
+
+
+class InsecureClusterWarning(UserWarning):
+    """A scheduler runs plain tcp:// because its cluster config says ``insecure: true``.
+
+    docs/security.md says when that is acceptable; filter it with
+    ``warnings.filterwarnings("ignore", category=dkapprox.errors.InsecureClusterWarning)``.
+    """
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    """One exit code of the command line: its number, what ``dkapprox --help`` says of it, the errors that give it."""
+
+    code: int
+    meaning: str
+    raised_by: tuple = ()
+
+
+#: The command line's exit codes (sysexits.h), so a scheduler can tell a retry from a fix; an error
+#: takes the first row, in this order, that names one of its classes (a ClusterConfigError is a ValueError).
+#: ``dkapprox --help`` prints them, docs/jobs.rst explains each (tests/test_readme.py holds it to this table).
+EXIT_CODES = (
+    ExitCode(0, "done"),
+    ExitCode(1, "internal error (rerun with --debug and report it)"),
+    ExitCode(2, "usage"),
+    ExitCode(78, "bad cluster config", (ClusterConfigError,)),
+    ExitCode(69, "a package a URL needs is missing (or CuPy or a GPU for --device cuda)",
+             (MissingPackageError, DeviceUnavailableError)),
+    ExitCode(75, "temporary failure (rerun; lower --block-rows if workers ran out of memory; another run is "
+                 "writing the output: rerun later or pass --wait)",
+             (TemporaryFailure, ClusterConnectError, ConnectionError, TimeoutError)),
+    ExitCode(73, "output exists or belongs to another job, or its input changed since it was written (--refresh "
+                 "rewrites only what changed)", (OutputExistsError, ResumeMismatchError)),
+    ExitCode(66, "input missing", (InputMissingError, FileNotFoundError)),
+    ExitCode(65, "bad input data (verify: the store failed its checks)",
+             (InputDataError, ModelFileError, IncompleteStoreError, ValueError)),
+    ExitCode(77, "permission denied", (PermissionError,)),
+    ExitCode(74, "I/O error", (OSError,)),
+    ExitCode(130, "interrupted (Ctrl-C; 143 for SIGTERM; rerun to resume)"),
+)

@@ -1,39 +1,11 @@
 """The ``dkapprox`` command line: parse arguments, call the library, map errors to exit codes.
 
-Exit codes follow sysexits.h, so a scheduler (cron, Airflow, SLURM) can tell a
-retry from a fix:
-
-====  ===========================================================================
-0     done
-1     internal error (a bug: rerun with --debug and report the traceback)
-2     usage: unknown option, method or estimator parameter; --columns or --keep-columns names a column the
-      Parquet dataset lacks; --keep-columns without a Parquet INPUT and a Parquet --out (.parquet); a
-      model without what the command needs (predict with a feature map, transform with a learner)
-65    bad input data: hostile or broken Zarr metadata, NaN, wrong width, tampered model; a Parquet column
-      that is not numeric, holds nulls (found when its file is read), or changes type between files;
-      kernel-ridge's targets not one a row of INPUT (found before a cluster starts)
-66    input missing: no store, array, model or Parquet data file at the path
-69    unavailable: a URL's protocol needs a package that is not installed (the message names it), or
-      --device cuda finds no CuPy or no GPU
-73    cannot create the output: it exists (use --overwrite) or belongs to another job; or its
-      input changed since it was written (the message names how many chunks and which rows:
-      --refresh rewrites only those blocks, --overwrite starts over; a shrunk input, other
-      columns, dtype or chunks refuse --refresh)
-74    I/O error (e.g. the disk is full)
-75    temporary failure: workers died repeatedly, scheduler unreachable or lost: rerun;
-      finished blocks are kept. Out of worker memory (a block that cannot fit any worker is
-      refused before it runs): the message gives the --block-rows that fit. Another run
-      holds the output's lease (it is writing it): the message names its host and pid;
-      rerun later, or pass --wait
-77    permission denied
-78    bad cluster config (--cluster)
-130   interrupted (Ctrl-C); 143 terminated (SIGTERM): rerun the command to resume
-====  ===========================================================================
-
-``dkapprox verify`` exits 0 when the store checks out and 65 when it found a
-missing block marker, a chunk that does not match its recorded checksum, an
-unfinished store or an input that changed (each named by row range); 66 if
-there is no store.
+Exit codes follow sysexits.h, so a scheduler (cron, Airflow, SLURM) can tell a retry from a
+fix: :data:`dkapprox.errors.EXIT_CODES` is their one table, which :func:`exit_code` and
+``dkapprox --help`` read and docs/jobs.rst explains. ``dkapprox verify`` exits 0 when the store
+checks out and 65 when it found a missing block marker, a chunk that does not match its recorded
+checksum, an unfinished store or an input that changed (each named by row range); 66 if there is
+no store.
 
 Errors are one line on stderr; ``--debug`` adds the traceback.
 """
@@ -91,10 +63,7 @@ from ._jobs import (
 
 log = logging.getLogger("dkapprox")
 
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-EXIT_DATAERR, EXIT_NOINPUT, EXIT_CANTCREAT, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_NOPERM, EXIT_CONFIG = \
-    65, 66, 73, 74, 75, 77, 78
-EXIT_UNAVAILABLE = 69
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_DATAERR, EXIT_TEMPFAIL = 0, 1, 2, 65, 75  # rows of errors.EXIT_CODES
 
 _debug = {"on": False}
 # distributed's own logging config gives distributed.client a level of its own (it would print a
@@ -111,34 +80,18 @@ class Interrupted(BaseException):
 
 
 def exit_code(exc: BaseException) -> int:
-    """The exit code for an exception that reached the top (see the module table)."""
+    """The exit code for an exception that reached the top: the first row of ``errors.EXIT_CODES`` naming it."""
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
     if isinstance(exc, Interrupted):
         return 128 + exc.signum
-    if isinstance(exc, errors.ClusterConfigError):
-        return EXIT_CONFIG
-    if isinstance(exc, (errors.MissingPackageError, errors.DeviceUnavailableError)):
-        return EXIT_UNAVAILABLE
-    if isinstance(exc, (errors.TemporaryFailure, errors.ClusterConnectError, ConnectionError, TimeoutError,
-                        KilledWorker, CommClosedError)):
+    if isinstance(exc, (KilledWorker, CommClosedError)):
         return EXIT_TEMPFAIL
-    if isinstance(exc, (errors.OutputExistsError, errors.ResumeMismatchError)):
-        return EXIT_CANTCREAT
-    if isinstance(exc, (errors.InputMissingError, FileNotFoundError)):
-        return EXIT_NOINPUT
     if isinstance(exc, InvalidParameterError):
         return EXIT_USAGE
-    if isinstance(exc, (errors.InputDataError, errors.ModelFileError, errors.IncompleteStoreError,
-                        ValueError)):
-        return EXIT_DATAERR  # includes scikit-learn's data errors raised in tasks (NaN, width)
-    if isinstance(exc, PermissionError):
-        return EXIT_NOPERM
-    if isinstance(exc, OSError):
-        return EXIT_IOERR  # e.g. the disk is full
-    return EXIT_INTERNAL
-
+    # scikit-learn's data errors raised in tasks (NaN, width) are ValueErrors: 65
+    return next((row.code for row in errors.EXIT_CODES if isinstance(exc, row.raised_by)), EXIT_INTERNAL)
 
 def main(argv=None) -> int:
     """Entry point of the ``dkapprox`` console script; returns (and exits with) the code."""
@@ -321,22 +274,19 @@ def _wait(flag, timeout):
 # -- commands ---------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _exit_codes_help() -> str:
+    return "Exit codes: " + ", ".join(f"{row.code} {row.meaning}" for row in
+                                      sorted(errors.EXIT_CODES, key=lambda row: row.code)) + "."
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=_exit_codes_help())
 @click.option("--debug", is_flag=True, help="Show tracebacks and worker warnings.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors on stderr (no log lines).")
 @click.version_option(__version__, message="dkapprox %(version)s")  # the wheel's version too (pyproject reads it)
 def dkapprox(debug, quiet):
     """Kernel approximation, random projection and kernel ridge on Zarr data (or Parquet datasets) far larger
-    than memory.
-
-    Exit codes: 0 done, 2 usage, 65 bad input data (verify: the store
-    failed its checks), 66 input missing, 69 a package a URL needs is missing (or CuPy or a GPU for --device cuda),
-    73 output exists or belongs to another job, or its input changed since it
-    was written (--refresh rewrites only what changed), 74 I/O error, 75 temporary failure
-    (rerun; lower --block-rows if workers ran out of memory; another run is
-    writing the output: rerun later or pass --wait), 77 permission
-    denied, 78 bad cluster config, 130/143 interrupted (rerun to resume).
-    """
+    than memory."""
     _debug["on"] = debug
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("dkapprox: %(message)s"))

@@ -33,7 +33,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..errors import ClusterConfigError, MissingPackageError
+from ..errors import ClusterConfigError, InsecureClusterWarning, MissingPackageError
 
 logger = logging.getLogger("dkapprox.cluster")
 
@@ -41,10 +41,6 @@ logger = logging.getLogger("dkapprox.cluster")
 DEFAULT_CREDENTIALS_DIRECTORY = "~/.dkapprox/credentials"
 #: The dashboard of a cluster dkapprox starts, unless its config names another address.
 LOOPBACK_DASHBOARD = "127.0.0.1:8787"
-
-
-class InsecureClusterWarning(UserWarning):
-    """A scheduler runs plain tcp:// because its config says ``insecure: true``."""
 
 
 def is_loopback(host: str | None) -> bool:

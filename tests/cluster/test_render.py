@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from dkapprox.cluster import connect, load_config, parse_config, render
-from dkapprox.cluster._security import InsecureClusterWarning
+from dkapprox.errors import InsecureClusterWarning
 
 CONFIGS = Path(__file__).resolve().parents[2] / "cluster_configs"  # the templates' one copy (wheel: package data)
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _intruder import knock, visitors  # noqa: E402
 
 from dkapprox.cluster import ClusterConfigError, connect, parse_config, render
-from dkapprox.cluster._security import InsecureClusterWarning
 from dkapprox.cluster._start import dashboard_link
+from dkapprox.errors import InsecureClusterWarning
 
 SLURM = "kind: slurm\ncores: 1\nprocesses: 1\nmemory: 1GiB\njobs: 0\nwalltime: '00:10:00'\n"
 
