@@ -25,6 +25,7 @@ workers, dtypes, and what a subclass adds (``_repr_facts``: Nystroem's landmarks
 from __future__ import annotations
 
 import html
+from abc import ABCMeta, abstractmethod
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,7 +39,7 @@ from .utils import align_api_if_sparse, estimator_html_repr, format_size, wrap_d
 
 
 class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator,
-                          auto_wrap_output_keys=None):
+                          auto_wrap_output_keys=None, metaclass=ABCMeta):
     """Base class: fit draws a small state, transform maps it over row blocks."""
 
     _accept_sparse = ("csr", "csc")  # scipy.sparse formats taken as they are
@@ -53,6 +54,20 @@ class BlockwiseTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
         cls._sklearn_auto_wrap_output_keys = {"transform"}
+
+    # -- the hooks a subclass defines: a missing one is a TypeError at construction, naming it ----------
+    @abstractmethod
+    def _fit(self, X):
+        """Draw the fitted attributes from the checked ``X`` (NumPy, sparse or dask)."""
+
+    @abstractmethod
+    def _state(self, dtype):
+        """The small frozen state ``_block_fn`` needs, its arrays in ``dtype``."""
+
+    @property
+    @abstractmethod
+    def _n_features_out(self):
+        """The output width, once fitted."""
 
     # -- public API -------------------------------------------------------
     def fit(self, X, y=None):

@@ -131,6 +131,10 @@ class AdditiveChi2Sampler(BlockwiseTransformer):
     def _fit(self, X):
         self._interval()
 
+    @property
+    def _n_features_out(self):
+        return self.n_features_in_ * (2 * self.sample_steps - 1)
+
     def _interval(self):
         if self.sample_interval is not None:
             return self.sample_interval
