@@ -28,39 +28,35 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "dkapprox"
 
-#: (layer, its modules, the layers below it that it may import), lowest first.
+#: (layer, its packages, the layers below it that it may import), lowest first: `ls dkapprox` is this table
+#: (ARCHITECTURE.md's Layout names each folder, tests/test_architecture.py checks it).
 LAYERS = [
     ("foundation", ["dkapprox.errors", "dkapprox._version"], []),
-    # the engine: every dask graph, the BLAS threads its tasks run with, one thread at a time queueing
-    # work on a device; a leaf, like dask's map_blocks, knowing nothing above it
+    # every dask graph, the BLAS threads its tasks run with, device turns; a leaf, like dask's map_blocks
     ("engine", ["dkapprox.engine"], []),
-    # small pure helpers: scikit-learn compatibility, statistics, hashing, CPUs, xarray, the
-    # compiled block kernels (numba) with their NumPy fallbacks, and progress displays (dask.compute
-    # with a widget or a bar, used by lazy's fits and by the jobs' writer), array namespaces (_xp) and
-    # the CUDA kernels of CuPy blocks (_xp_cuda),
-    # block outputs that reuse the memory of dropped ones (_recycle)
-    ("helpers", ["dkapprox.utils", "dkapprox.backends"], ["foundation"]),
+    # scikit-learn compatibility, hashing, CPUs, progress displays, xarray, the size formatter
+    ("utils", ["dkapprox.utils"], ["foundation"]),
+    # how a block is computed: compiled kernels with NumPy fallbacks, array namespaces, CuPy kernels, recycling
+    ("backends", ["dkapprox.backends"], ["foundation", "utils"]),
     # clusters: configs to a client, worker deaths explained around a compute
-    ("cluster", ["dkapprox.cluster"], ["foundation", "helpers"]),
-    # Zarr and storage, all of dkapprox.io: input opened and checked before the engine sees it, features
-    # written (resumable, leased, on the cluster), stores verified and described; no estimator
-    ("storage", ["dkapprox.io"], ["foundation", "engine", "helpers", "cluster"]),
+    ("cluster", ["dkapprox.cluster"], ["foundation", "utils", "backends"]),
+    # Zarr and Parquet, all of dkapprox.io: input opened and checked, features written (resumable, leased)
+    ("storage", ["dkapprox.io"], ["foundation", "engine", "utils", "backends", "cluster"]),
     # kernels every family shares: the Kernel class, its slices on CPUs and devices, the exact chi-squared kernels
-    ("kernels", ["dkapprox.kernels"], ["foundation", "engine", "helpers"]),
-    # lazy input in, results out: wraps the engine with storage and cluster
-    ("inputs", ["dkapprox.inputs"], ["foundation", "engine", "helpers", "storage", "cluster"]),
+    ("kernels", ["dkapprox.kernels"], ["foundation", "engine", "utils", "backends"]),
+    # the one door of every input, its checks, frames, the row sources
+    ("inputs", ["dkapprox.inputs"], ["foundation", "engine", "utils", "backends", "cluster", "storage"]),
     # the estimators: state + block function; no dask code of their own
-    ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation",
-                    "dkapprox.random_projection", "dkapprox.random_features", "dkapprox.nystroem",
-                    "dkapprox.learning", "dkapprox.kernel_ridge", "dkapprox.linear_model",
-                    "dkapprox.metrics"],
-     ["foundation", "engine", "helpers", "kernels", "inputs"]),
-    ("registry", ["dkapprox._registry"], ["foundation", "helpers", "estimators"]),
+    ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.random_projection",
+                    "dkapprox.random_features", "dkapprox.nystroem", "dkapprox.learning", "dkapprox.kernel_ridge",
+                    "dkapprox.linear_model", "dkapprox.metrics"],
+     ["foundation", "engine", "utils", "backends", "kernels", "inputs"]),
+    ("registry", ["dkapprox._registry"], ["foundation", "utils", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations
-    ("models", ["dkapprox.models"], ["foundation", "helpers", "storage", "registry"]),
+    ("models", ["dkapprox.models"], ["foundation", "utils", "storage", "registry"]),
     ("application", ["dkapprox", "dkapprox.__main__", "dkapprox.cli"],
-     ["foundation", "engine", "helpers", "cluster", "storage", "kernels", "inputs", "estimators", "registry",
-      "models"]),
+     ["foundation", "engine", "utils", "backends", "cluster", "storage", "kernels", "inputs", "estimators",
+      "registry", "models"]),
 ]
 
 
@@ -140,15 +136,21 @@ def test_the_engine_is_a_leaf():
         assert {m for m, _ in imports_of(module, known[module], known)} <= engine - {module}
 
 
-@pytest.mark.parametrize("module", ["dkapprox.engine._graph", "dkapprox.errors", "dkapprox.cluster", "dkapprox.io",
+@pytest.mark.parametrize("module", ["dkapprox.engine", "dkapprox.errors", "dkapprox.utils", "dkapprox.backends",
+                                    "dkapprox.cluster", "dkapprox.io", "dkapprox.kernels", "dkapprox.inputs",
                                     "dkapprox.models"])
 def test_a_low_layer_imports_without_the_layers_above_it(module):
     # what ast cannot see: a package __init__ that pulls in more than its modules import
-    above = {"dkapprox.engine._graph": ["dkapprox.io", "dkapprox.cluster", "dkapprox._base"],
-             "dkapprox.errors": ["dkapprox.engine._graph", "dkapprox.io"],
-             "dkapprox.cluster": ["dkapprox.io", "dkapprox._base", "dkapprox.engine._graph"],
-             "dkapprox.io": ["dkapprox.inputs._lazy", "dkapprox._base", "dkapprox.kernel_approximation",
-                             "dkapprox.nystroem", "dkapprox._registry", "dkapprox.models"],
+    families = ["dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.nystroem", "dkapprox.kernel_ridge",
+                "dkapprox.linear_model", "dkapprox._registry", "dkapprox.models", "dkapprox.cli"]
+    above = {"dkapprox.engine": ["dkapprox.utils", "dkapprox.backends", "dkapprox.io", "dkapprox.cluster", *families],
+             "dkapprox.errors": ["dkapprox.engine", "dkapprox.utils", "dkapprox.io"],
+             "dkapprox.utils": ["dkapprox.engine", "dkapprox.backends", "dkapprox.io", *families],
+             "dkapprox.backends": ["dkapprox.engine", "dkapprox.io", "dkapprox.kernels", *families],
+             "dkapprox.cluster": ["dkapprox.io", "dkapprox.engine", "dkapprox.inputs", *families],
+             "dkapprox.io": ["dkapprox.inputs", "dkapprox.kernels", *families],
+             "dkapprox.kernels": ["dkapprox.io", "dkapprox.inputs", *families],
+             "dkapprox.inputs": ["dkapprox.kernels", *families],
              "dkapprox.models": ["dkapprox.cli"]}[module]
     code = (f"import sys, importlib.util\n"
             f"spec = importlib.util.find_spec('dkapprox')\n"  # the package itself, without its __init__
