@@ -194,11 +194,21 @@ def test_bad_targets_and_an_existing_model_exit_like_the_other_jobs(work, capsys
     assert_one_line_error(kernel_ridge("--target", base / "y.zarr", "--param", "centres=kmeans", "--out", new), 2,
                           "--param centres: KernelRidge has no such parameter")
     assert not new.exists()
-    before = models.fingerprint(models.load(base / "model"))
+    before = models.load(base / "model")
     replaced = kernel_ridge("--target", base / "y.zarr", "--random-state", 1, "--out", tmp_path / "copy")
     assert replaced.returncode == 0, replaced.stderr
+    other = models.load(tmp_path / "copy")
     again = kernel_ridge("--target", base / "y.zarr", "--out", tmp_path / "copy", "--overwrite")
-    assert again.returncode == 0 and models.fingerprint(models.load(tmp_path / "copy")) == before
+    assert again.returncode == 0, again.stderr
+    after = models.load(tmp_path / "copy")
+    # --overwrite replaced the random_state=1 model with the fixture's: the same parameters and centers, and
+    # coefficients within a bound, not bits: the fixture's fit ran in another process, whose driver's BLAS may
+    # split the m x m algebra differently (bits are promised only where the same blocks are computed again)
+    assert after.get_params() == before.get_params() != other.get_params()
+    np.testing.assert_array_equal(after.centers_, before.centers_)
+    scale = np.abs(before.dual_coef_).max()
+    np.testing.assert_allclose(after.dual_coef_, before.dual_coef_, rtol=1e-6, atol=1e-9 * scale)
+    assert not np.array_equal(other.centers_, before.centers_)
 
 
 def test_predict_refuses_a_feature_map_and_transform_a_learner(work, capsys, tmp_path):
