@@ -28,3 +28,19 @@ def test_public_docstring_examples_run(obj):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0 and result.attempted > 0, inspect.getsourcefile(obj)
+
+
+def test_docstrings_are_written_out_in_the_source():
+    # a reader of the source reads the docstring help() shows: nothing assigns or fills one at import
+    import ast
+    import pathlib
+
+    package = pathlib.Path(__file__).resolve().parents[1] / "dkapprox"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                    getattr(t, "id", getattr(t, "attr", "")) == "__doc__" for t in targets):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not found, found

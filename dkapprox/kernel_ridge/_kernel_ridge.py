@@ -19,20 +19,12 @@ from .. import backends, engine, inputs, utils
 from ..inputs import FLOAT_DTYPES, BlockCheck, check_input, row_source
 from ..kernels import Kernel
 from ..learning import (
-    FITTED,
-    LABELS,
-    SAMPLE_WEIGHT,
-    SCORES,
-    X_ROWS,
-    Y_LABELS,
-    Y_TARGETS,
     NumericTargets,
     StreamedScore,
     apply_rows,
     check_sample_weight,
     check_Xy,
     classifier_targets,
-    documented,
     in_memory,
     label_output,
     labels_of,
@@ -314,20 +306,92 @@ _NOTES = """Notes
 
 
 class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernelRidge):
-    __doc__ = f"""Kernel ridge regression with ``n_centers`` Nystroem centers, solved out of core by Falkon's CG.
+    """Kernel ridge regression with ``n_centers`` Nystroem centers, solved out of core by Falkon's CG.
 
     The model of :class:`sklearn.kernel_ridge.KernelRidge` with the function restricted to the span
     of ``k(., c)`` over ``m`` centers ``c``: its parameters, plus the number of centers, how they
     are chosen and the CG's ``tol`` and ``max_iter``. ``fit`` reads NumPy, scipy.sparse, dask or
     Zarr input: the centers' passes (Nystroem's landmark table), one pass for ``K_nm^T W y``, then
     one pass per CG iteration. ``predict`` is lazy on dask input (one task a row block).
-    {_PARAMETERS}
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1.0
+        Regularization strength, scikit-learn's (not divided by the number of rows): the loss is
+        ``sum_i w_i ||y_i - f(x_i)||^2 + alpha ||f||^2``.
+    kernel : str or callable, default="linear"
+        A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` or a callable, as in
+        scikit-learn's ``KernelRidge``; it must be positive semi-definite (the preconditioner is a
+        Cholesky factor). ``'precomputed'`` is refused: centers are data points.
+    gamma : float, 'scale' or None, default=None
+        Of the named kernels, as in scikit-learn (None: each kernel's default, ``1 / n_features``
+        for rbf). ``'scale'``: ``1 / (n_features * X.var())``, the variance of all entries, as
+        scikit-learn's ``SVC`` (one more pass over dask input), stored in ``gamma_``.
+    degree, coef0 : float
+        Parameters of the named kernels, as in scikit-learn.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel.
+    n_centers : int, default=None
+        Number of centers ``m``; None: ``min(1000, n_samples)``. Falkon's advice: ``m`` of order
+        ``sqrt(n_samples)`` reaches the exact kernel ridge's statistical accuracy. Memory on the
+        driver: a few ``m x m`` float64 matrices (2 GiB each at m = 16,384).
+    centers : {'uniform', 'kmeans', 'leverage', 'rpcholesky'} or array-like, default='uniform'
+        How the centers are chosen: every landmark method of :class:`dkapprox.Nystroem`, with its
+        passes over the data, or the centers themselves.
+    center_params : dict, default=None
+        Options of the center method (Nystroem's ``landmark_params``).
+    tol : float, default=1e-4
+        CG stops when every target's preconditioned residual is at most ``tol`` times its initial one.
+    max_iter : int, default=100
+        At most this many CG iterations (each one pass over the data); a ``ConvergenceWarning``
+        names the residual reached when CG stops there.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the choice of centers.
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_targets)
         ``predict(X) = k(X, centers_) @ dual_coef_``; in X's dtype.
-    {_ATTRIBUTES}
-    {_NOTES}
+
+    centers_ : ndarray or sparse matrix of shape (n_centers, n_features)
+        In X's dtype.
+    center_indices_ : ndarray of shape (n_centers,), dtype int64
+        Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
+    n_iter_ : int
+        CG iterations run.
+    residuals_ : ndarray of shape (``n_iter_``,)
+        The largest relative preconditioned residual over the targets after each iteration.
+    gamma_ : float
+        Only with ``gamma='scale'``: the bandwidth measured from the training data.
+    passes_ : int
+        Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
+        (``center_passes_``), one for the right-hand side, one an iteration.
+    center_passes_ : int
+    input_persisted_ : bool
+        Whether the fit kept a dask input in memory for its passes (see Notes).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Only for input with string feature names.
+
+    Notes
+    -----
+    The solver is Falkon's (Rudi, Carratino, Rosasco 2017): the Nystroem kernel ridge normal equations
+    ``(K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y``, preconditioned with Cholesky factors of the
+    ``m x m`` center kernel on the driver and solved by conjugate gradient
+    (``dkapprox.kernel_ridge._falkon``). Each iteration is one pass over the row blocks: a task
+    forms ``k(block, centers)`` a slice of rows at a time, multiplies it twice and returns an
+    ``m x n_targets`` float64 partial, summed in a tree; the ``n x m`` matrix is never stored, and
+    float32 blocks are multiplied in float32 a slice (a few hundred rows) at a time, each slice's
+    product added in float64. With ``n_centers = n_samples`` (all rows, ``centers='uniform'``) it is
+    scikit-learn's ``KernelRidge``: the preconditioner is then the system itself (up to a jitter of
+    ``m * eps * mean(diag K_mm)`` on ``K_mm``), and CG converges in one iteration.
+
+    On dask input the input is kept in the workers' memory (``persist``) when it takes at most a
+    quarter of it (``dkapprox.persist-fraction``; under a distributed client the workers' memory
+    limits to their pause line, less what they hold; else this machine's available memory), and is
+    otherwise read again every pass, one block a task, as it was read the first time: nothing
+    spills. The centers enter each pass's graph once, as one key.
+
     Examples
     --------
     >>> import numpy as np, dask.array as da
@@ -343,11 +407,24 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
     (True, True)
     >>> round(model.score(X, y), 2)
     0.98
+
     """
 
-    @documented("Fit the model: the centers' passes, then one pass for the right-hand side and one per CG "
-                "iteration.", X_ROWS, Y_TARGETS, SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
+        """Fit the model: the centers' passes, then one pass for the right-hand side and one per CG iteration.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative weight of each row, as in scikit-learn.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=True)  # NumPy, sparse or device blocks
         self._fit_targets(X, y, NumericTargets.of(y), lazy, sample_weight)
@@ -355,9 +432,17 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
-    @documented("Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.", X_ROWS,
-                returns="y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)")
     def predict(self, X):
+        """Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
         return self._scores(X, "predict")
 
     def _score_in_memory(self, X, y):
@@ -373,19 +458,91 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
 
 
 class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
-    __doc__ = f"""Kernel ridge on +1/-1 targets (one-vs-rest, as RidgeClassifier), solved by Falkon's CG.
+    """Kernel ridge on +1/-1 targets (one-vs-rest, as RidgeClassifier), solved by Falkon's CG.
 
     Each class is a :class:`KernelRidge` regression of +1 (this class) against -1 (the others);
     two classes make one. All classes share the centers and every pass. On dask input the labels
     are read first (one pass over ``y`` only).
-    {_PARAMETERS}
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1.0
+        Regularization strength, scikit-learn's (not divided by the number of rows): the loss is
+        ``sum_i w_i ||y_i - f(x_i)||^2 + alpha ||f||^2``.
+    kernel : str or callable, default="linear"
+        A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` or a callable, as in
+        scikit-learn's ``KernelRidge``; it must be positive semi-definite (the preconditioner is a
+        Cholesky factor). ``'precomputed'`` is refused: centers are data points.
+    gamma : float, 'scale' or None, default=None
+        Of the named kernels, as in scikit-learn (None: each kernel's default, ``1 / n_features``
+        for rbf). ``'scale'``: ``1 / (n_features * X.var())``, the variance of all entries, as
+        scikit-learn's ``SVC`` (one more pass over dask input), stored in ``gamma_``.
+    degree, coef0 : float
+        Parameters of the named kernels, as in scikit-learn.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel.
+    n_centers : int, default=None
+        Number of centers ``m``; None: ``min(1000, n_samples)``. Falkon's advice: ``m`` of order
+        ``sqrt(n_samples)`` reaches the exact kernel ridge's statistical accuracy. Memory on the
+        driver: a few ``m x m`` float64 matrices (2 GiB each at m = 16,384).
+    centers : {'uniform', 'kmeans', 'leverage', 'rpcholesky'} or array-like, default='uniform'
+        How the centers are chosen: every landmark method of :class:`dkapprox.Nystroem`, with its
+        passes over the data, or the centers themselves.
+    center_params : dict, default=None
+        Options of the center method (Nystroem's ``landmark_params``).
+    tol : float, default=1e-4
+        CG stops when every target's preconditioned residual is at most ``tol`` times its initial one.
+    max_iter : int, default=100
+        At most this many CG iterations (each one pass over the data); a ``ConvergenceWarning``
+        names the residual reached when CG stops there.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the choice of centers.
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_classes)
         One column per class; one column (raveled) for two classes.
     classes_ : ndarray of shape (n_classes,)
-    {_ATTRIBUTES}
-    {_NOTES}
+
+    centers_ : ndarray or sparse matrix of shape (n_centers, n_features)
+        In X's dtype.
+    center_indices_ : ndarray of shape (n_centers,), dtype int64
+        Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
+    n_iter_ : int
+        CG iterations run.
+    residuals_ : ndarray of shape (``n_iter_``,)
+        The largest relative preconditioned residual over the targets after each iteration.
+    gamma_ : float
+        Only with ``gamma='scale'``: the bandwidth measured from the training data.
+    passes_ : int
+        Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
+        (``center_passes_``), one for the right-hand side, one an iteration.
+    center_passes_ : int
+    input_persisted_ : bool
+        Whether the fit kept a dask input in memory for its passes (see Notes).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Only for input with string feature names.
+
+    Notes
+    -----
+    The solver is Falkon's (Rudi, Carratino, Rosasco 2017): the Nystroem kernel ridge normal equations
+    ``(K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y``, preconditioned with Cholesky factors of the
+    ``m x m`` center kernel on the driver and solved by conjugate gradient
+    (``dkapprox.kernel_ridge._falkon``). Each iteration is one pass over the row blocks: a task
+    forms ``k(block, centers)`` a slice of rows at a time, multiplies it twice and returns an
+    ``m x n_targets`` float64 partial, summed in a tree; the ``n x m`` matrix is never stored, and
+    float32 blocks are multiplied in float32 a slice (a few hundred rows) at a time, each slice's
+    product added in float64. With ``n_centers = n_samples`` (all rows, ``centers='uniform'``) it is
+    scikit-learn's ``KernelRidge``: the preconditioner is then the system itself (up to a jitter of
+    ``m * eps * mean(diag K_mm)`` on ``K_mm``), and CG converges in one iteration.
+
+    On dask input the input is kept in the workers' memory (``persist``) when it takes at most a
+    quarter of it (``dkapprox.persist-fraction``; under a distributed client the workers' memory
+    limits to their pause line, less what they hold; else this machine's available memory), and is
+    otherwise read again every pass, one block a task, as it was read the first time: nothing
+    spills. The centers enter each pass's graph once, as one key.
+
     Examples
     --------
     >>> import dask.array as da
@@ -398,11 +555,25 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
     dask.array<kernelridgeclassifier-predict, shape=(1797,), dtype=int64, chunksize=(300,), chunktype=numpy.ndarray>
     >>> clf.score(X, y) > 0.99
     True
+
     """
 
-    @documented("Fit one kernel ridge regression per class: a pass over y, then the passes of "
-                ":class:`KernelRidge`.", X_ROWS, Y_LABELS, SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
+        """Fit one kernel ridge regression per class: a pass over y, then the passes of :class:`KernelRidge`.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,)
+            Class labels (in memory, also a multilabel indicator matrix).
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative weight of each row, as in scikit-learn.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False, on_host=True)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
@@ -411,13 +582,32 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
-    @documented("One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).", X_ROWS,
-                returns=SCORES)
     def decision_function(self, X):
+        """One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the score of ``classes_[1]``.
+        """
         return self._scores(X, "decision_function")
 
-    @documented("Class labels (lazy on dask input).", X_ROWS, returns=LABELS)
     def predict(self, X):
+        """Class labels (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            A label per row; an indicator matrix for multilabel targets.
+        """
         check_is_fitted(self)
         given = inputs.as_input(X)
         if given.namespace is not None:

@@ -1,6 +1,5 @@
 """What every learner shares: one-pass statistics, penalized solves, targets, the streamed pass and predict."""
 
-from ._docs import FITTED, LABELS, SAMPLE_WEIGHT, SCORES, X_ROWS, Y_LABELS, Y_TARGETS, documented
 from ._moments import (
     STATISTICS_BYTES,
     check_weights,

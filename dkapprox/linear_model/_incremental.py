@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import engine, inputs
 from ..inputs import check_input
-from ..learning import X_ROWS, StreamedScore, as_targets, distinct_labels, documented, in_memory, lazy_predict
+from ..learning import StreamedScore, as_targets, distinct_labels, in_memory, lazy_predict
 from ..utils import HasMethods, Interval
 
 
@@ -37,20 +37,6 @@ def _estimator_has(name):
         return True
 
     return check
-
-
-def _delegated(method, summary, returns, *, gated=True):
-    """:class:`Incremental`'s ``method``: the fitted estimator's (``Incremental._apply``), lazy on dask input.
-
-    ``gated``: the method exists only where the wrapped estimator has it (scikit-learn's ``available_if``).
-    """
-
-    @documented(summary, X_ROWS, returns=returns)
-    def call(self, X):
-        return self._apply(X, method)
-
-    call.__name__, call.__qualname__ = method, f"Incremental.{method}"
-    return available_if(_estimator_has(method))(call) if gated else call
 
 
 class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
@@ -237,14 +223,60 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
             return (), np.float64
         return (n_classes,), np.float64
 
-    predict = _delegated("predict", "The estimator's predictions (lazy on dask input).",
-                         "y_pred : ndarray or dask array", gated=False)
-    predict_proba = _delegated("predict_proba", "Class probabilities (lazy on dask input), as float64.",
-                               "proba : ndarray or dask array of shape (n_samples, n_classes)")
-    decision_function = _delegated("decision_function", "Decision scores (lazy on dask input), as float64.",
-                                   "scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)")
-    transform = _delegated("transform", "The estimator's transform (lazy on dask input), as float64.",
-                           "X_new : ndarray or dask array of shape (n_samples, n_features_out)")
+    def predict(self, X):
+        """The estimator's predictions (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array
+        """
+        return self._apply(X, "predict")
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities (lazy on dask input), as float64.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray or dask array of shape (n_samples, n_classes)
+        """
+        return self._apply(X, "predict_proba")
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """Decision scores (lazy on dask input), as float64.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+        """
+        return self._apply(X, "decision_function")
+
+    @available_if(_estimator_has("transform"))
+    def transform(self, X):
+        """The estimator's transform (lazy on dask input), as float64.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : ndarray or dask array of shape (n_samples, n_features_out)
+        """
+        return self._apply(X, "transform")
 
     def _score_in_memory(self, X, y):
         check_is_fitted(self, "estimator_")

@@ -12,12 +12,6 @@ from threadpoolctl import threadpool_limits
 from .. import inputs
 from ..inputs import check_input
 from ..learning import (
-    FITTED,
-    LABELS,
-    SAMPLE_WEIGHT,
-    SCORES,
-    X_ROWS,
-    Y_LABELS,
     ClassifierState,
     LinearState,
     NumericTargets,
@@ -26,7 +20,6 @@ from ..learning import (
     check_Xy,
     classifier_targets,
     decision_block,
-    documented,
     gather_moments,
     intercept_of,
     label_block,
@@ -95,9 +88,17 @@ class _StreamingRidge(BaseEstimator):
 class _StreamingRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _StreamingRidge):
     """Prediction and scoring of the ridge regressors (Ridge, RidgeCV)."""
 
-    @documented("Predict with the linear model; lazy (one task per row block) on dask input.", X_ROWS,
-                returns="y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)")
     def predict(self, X):
+        """Predict with the linear model; lazy (one task per row block) on dask input.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
         X, lazy = self._check_predict_input(X)
         return apply_rows(self, X, lazy, linear_predict, LinearState(self.coef_, self.intercept_),
                           tail=self._tail(), dtype=self._out_dtype(X), method="predict")
@@ -243,9 +244,22 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     True
     """
 
-    @documented("Fit one ridge regression per class: a pass over y, then one over X.", X_ROWS, Y_LABELS,
-                SAMPLE_WEIGHT, returns=FITTED)
     def fit(self, X, y, sample_weight=None):
+        """Fit one ridge regression per class: a pass over y, then one over X.
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+        y : {ndarray, dask array} of shape (n_samples,)
+            Class labels (in memory, also a multilabel indicator matrix).
+        sample_weight : float or {ndarray, dask array} of shape (n_samples,), default=None
+            Non-negative weight of each row, as in scikit-learn.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
         self._validate_params()
         X, y, lazy = check_Xy(self, X, y, y_numeric=False)
         y, targets, self.classes_, self._binarizer = classifier_targets(self, y, lazy)
@@ -257,15 +271,34 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
         intercept = np.asarray(self.intercept_, dtype=self.coef_.dtype)
         return ClassifierState(self.coef_, intercept, self.classes_, self._binarizer)
 
-    @documented("Signed distance to each class's hyperplane (lazy on dask input).", X_ROWS,
-                returns=SCORES)
     def decision_function(self, X):
+        """Signed distance to each class's hyperplane (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the score of ``classes_[1]``.
+        """
         X, lazy = self._check_predict_input(X)
         return apply_rows(self, X, lazy, decision_block, self._state(), tail=self._tail(),
                           dtype=self._out_dtype(X), method="decision_function")
 
-    @documented("Class labels (lazy on dask input).", X_ROWS, returns=LABELS)
     def predict(self, X):
+        """Class labels (lazy on dask input).
+
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            A label per row; an indicator matrix for multilabel targets.
+        """
         X, lazy = self._check_predict_input(X)
         tail, dtype = label_output(self.classes_, self._binarizer)
         return apply_rows(self, X, lazy, label_block, self._state(), tail=tail, dtype=dtype, method="predict")
