@@ -226,86 +226,35 @@ class _FalkonKernelRidge(BaseEstimator):
         return tags
 
 
-_PARAMETERS = """
-    Parameters
-    ----------
-    alpha : float or array-like of shape (n_targets,), default=1.0
-        Regularization strength, scikit-learn's (not divided by the number of rows): the loss is
-        ``sum_i w_i ||y_i - f(x_i)||^2 + alpha ||f||^2``.
-    kernel : str or callable, default="linear"
-        A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` or a callable, as in
-        scikit-learn's ``KernelRidge``; it must be positive semi-definite (the preconditioner is a
-        Cholesky factor). ``'precomputed'`` is refused: centers are data points.
-    gamma : float, 'scale' or None, default=None
-        Of the named kernels, as in scikit-learn (None: each kernel's default, ``1 / n_features``
-        for rbf). ``'scale'``: ``1 / (n_features * X.var())``, the variance of all entries, as
-        scikit-learn's ``SVC`` (one more pass over dask input), stored in ``gamma_``.
-    degree, coef0 : float
-        Parameters of the named kernels, as in scikit-learn.
-    kernel_params : dict, default=None
-        Parameters of a callable kernel.
-    n_centers : int, default=None
-        Number of centers ``m``; None: ``min(1000, n_samples)``. Falkon's advice: ``m`` of order
-        ``sqrt(n_samples)`` reaches the exact kernel ridge's statistical accuracy. Memory on the
-        driver: a few ``m x m`` float64 matrices (2 GiB each at m = 16,384).
-    centers : {'uniform', 'kmeans', 'leverage', 'rpcholesky'} or array-like, default='uniform'
-        How the centers are chosen: every landmark method of :class:`dkapprox.Nystroem`, with its
-        passes over the data, or the centers themselves.
-    center_params : dict, default=None
-        Options of the center method (Nystroem's ``landmark_params``).
-    tol : float, default=1e-4
-        CG stops when every target's preconditioned residual is at most ``tol`` times its initial one.
-    max_iter : int, default=100
-        At most this many CG iterations (each one pass over the data); a ``ConvergenceWarning``
-        names the residual reached when CG stops there.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the choice of centers.
-"""
+class _KernelRidgeRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernelRidge):
+    """What a fitted kernel ridge regressor does with its centers and ``dual_coef_`` (KernelRidge, KernelRidgeCV)."""
 
-_ATTRIBUTES = """
-    centers_ : ndarray or sparse matrix of shape (n_centers, n_features)
-        In X's dtype.
-    center_indices_ : ndarray of shape (n_centers,), dtype int64
-        Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
-    n_iter_ : int
-        CG iterations run.
-    residuals_ : ndarray of shape (``n_iter_``,)
-        The largest relative preconditioned residual over the targets after each iteration.
-    gamma_ : float
-        Only with ``gamma='scale'``: the bandwidth measured from the training data.
-    passes_ : int
-        Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
-        (``center_passes_``), one for the right-hand side, one an iteration.
-    center_passes_ : int
-    input_persisted_ : bool
-        Whether the fit kept a dask input in memory for its passes (see Notes).
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Only for input with string feature names.
-"""
+    def predict(self, X):
+        """Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.
 
-_NOTES = """Notes
-    -----
-    The solver is Falkon's (Rudi, Carratino, Rosasco 2017): the Nystroem kernel ridge normal equations
-    ``(K_nm^T W K_nm + alpha K_mm) a = K_nm^T W y``, preconditioned with Cholesky factors of the
-    ``m x m`` center kernel on the driver and solved by conjugate gradient
-    (``dkapprox.kernel_ridge._falkon``). Each iteration is one pass over the row blocks: a task
-    forms ``k(block, centers)`` a slice of rows at a time, multiplies it twice and returns an
-    ``m x n_targets`` float64 partial, summed in a tree; the ``n x m`` matrix is never stored, and
-    float32 blocks are multiplied in float32 a slice (a few hundred rows) at a time, each slice's
-    product added in float64. With ``n_centers = n_samples`` (all rows, ``centers='uniform'``) it is
-    scikit-learn's ``KernelRidge``: the preconditioner is then the system itself (up to a jitter of
-    ``m * eps * mean(diag K_mm)`` on ``K_mm``), and CG converges in one iteration.
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
 
-    On dask input the input is kept in the workers' memory (``persist``) when it takes at most a
-    quarter of it (``dkapprox.persist-fraction``; under a distributed client the workers' memory
-    limits to their pause line, less what they hold; else this machine's available memory), and is
-    otherwise read again every pass, one block a task, as it was read the first time: nothing
-    spills. The centers enter each pass's graph once, as one key.
-"""
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        return self._scores(X, "predict")
+
+    def _score_in_memory(self, X, y):
+        if backends.namespace(X) is not None:  # a device array's predictions come to the host to be scored
+            from sklearn.metrics import r2_score
+
+            return r2_score(backends.to_numpy(in_memory(y)), backends.to_numpy(self.predict(X)))
+        return RegressorMixin.score(self, X, in_memory(y))
+
+    def _score_plan(self, X):
+        check_is_fitted(self)
+        return check_input(self, X, reset=False), block_predict, self._predict_state(self.dual_coef_), "r2"
 
 
-class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernelRidge):
+class KernelRidge(_KernelRidgeRegressor):
     """Kernel ridge regression with ``n_centers`` Nystroem centers, solved out of core by Falkon's CG.
 
     The model of :class:`sklearn.kernel_ridge.KernelRidge` with the function restricted to the span
@@ -432,8 +381,13 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
-    def predict(self, X):
-        """Predict ``k(X, centers_) @ dual_coef_``; lazy on dask input.
+
+class _KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
+    """What a fitted kernel ridge classifier does with its centers and ``dual_coef_``: KernelRidgeClassifier's and
+    KernelRidgeClassifierCV's."""
+
+    def decision_function(self, X):
+        """One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).
 
         Parameters
         ----------
@@ -441,23 +395,40 @@ class KernelRidge(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernel
 
         Returns
         -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the score of ``classes_[1]``.
         """
-        return self._scores(X, "predict")
+        return self._scores(X, "decision_function")
 
-    def _score_in_memory(self, X, y):
-        if backends.namespace(X) is not None:  # a device array's predictions come to the host to be scored
-            from sklearn.metrics import r2_score
+    def predict(self, X):
+        """Class labels (lazy on dask input).
 
-            return r2_score(backends.to_numpy(in_memory(y)), backends.to_numpy(self.predict(X)))
-        return RegressorMixin.score(self, X, in_memory(y))
+        Parameters
+        ----------
+        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
+            A label per row; an indicator matrix for multilabel targets.
+        """
+        check_is_fitted(self)
+        given = inputs.as_input(X)
+        if given.namespace is not None:
+            raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
+                             "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
+        X = check_input(self, given, reset=False)
+        state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
+        tail, dtype = label_output(self.classes_, self._binarizer)
+        return apply_rows(self, X, given.lazy, label_block, state, tail=tail, dtype=dtype, method="predict")
 
     def _score_plan(self, X):
         check_is_fitted(self)
-        return check_input(self, X, reset=False), block_predict, self._predict_state(self.dual_coef_), "r2"
+        state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
+        return check_input(self, X, reset=False), label_block, state, "accuracy"
 
 
-class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
+class KernelRidgeClassifier(_KernelRidgeClassifier):
     """Kernel ridge on +1/-1 targets (one-vs-rest, as RidgeClassifier), solved by Falkon's CG.
 
     Each class is a :class:`KernelRidge` regression of +1 (this class) against -1 (the others);
@@ -581,47 +552,6 @@ class KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
         if self.dual_coef_.shape[1] == 1:
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
-
-    def decision_function(self, X):
-        """One-vs-rest scores ``k(X, centers_) @ dual_coef_`` (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-            For two classes, the score of ``classes_[1]``.
-        """
-        return self._scores(X, "decision_function")
-
-    def predict(self, X):
-        """Class labels (lazy on dask input).
-
-        Parameters
-        ----------
-        X : {ndarray, sparse matrix, dask array, zarr array} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray or dask array of shape (n_samples,) or (n_samples, n_classes)
-            A label per row; an indicator matrix for multilabel targets.
-        """
-        check_is_fitted(self)
-        given = inputs.as_input(X)
-        if given.namespace is not None:
-            raise ValueError(f"{type(self).__name__} runs on NumPy blocks: device arrays (CuPy) are not supported "
-                             "yet. Copy X to the host first (X.get(), or X.map_blocks(lambda b: b.get())).")
-        X = check_input(self, given, reset=False)
-        state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
-        tail, dtype = label_output(self.classes_, self._binarizer)
-        return apply_rows(self, X, given.lazy, label_block, state, tail=tail, dtype=dtype, method="predict")
-
-    def _score_plan(self, X):
-        check_is_fitted(self)
-        state = LabelState(self._predict_state(self.dual_coef_), self.classes_, self._binarizer)
-        return check_input(self, X, reset=False), label_block, state, "accuracy"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -13,7 +13,6 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 from scipy.stats import rankdata
-from sklearn.base import ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils import check_random_state
@@ -25,7 +24,6 @@ from ..kernels import Kernel
 from ..learning import (
     STATISTICS_BYTES,
     NumericTargets,
-    StreamedScore,
     check_sample_weight,
     check_Xy,
     classifier_targets,
@@ -39,7 +37,11 @@ from . import _cv_cg as cg
 from . import _cv_stats as cv
 from . import _kernel_grid
 from ._falkon import Centers
-from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, _FalkonKernelRidge
+from ._kernel_ridge import (
+    _FalkonKernelRidge,
+    _KernelRidgeClassifier,
+    _KernelRidgeRegressor,
+)
 
 log = logging.getLogger("dkapprox.linear_model")
 
@@ -577,137 +579,7 @@ def _labels_of_splits(splits, n_samples):
     return labels
 
 
-_SEARCH_PARAMETERS = """
-    Parameters
-    ----------
-    alphas : array-like of shape (n_alphas,), default=(1e-3, 1e-2, 1e-1, 1, 10, 100)
-        Ridge strengths to try (positive), scikit-learn's KernelRidge ``alpha``.
-    gammas : array-like of shape (n_gammas,), default=None
-        Bandwidths to try (positive). None: ``gamma='scale'`` (``1 / (n_features * X.var())``, one
-        pass over dask input) times 0.1, 0.3, 1, 3 and 10. Why 'scale' and not the median distance
-        of a sample: it is exact and chunk-invariant, costs one pass that reads each block once, and
-        for standardized features the median heuristic ``1 / median |x - x'|^2`` is ``1 / (2 d)``,
-        half of it: within the grid's two decades.
-    kernel : str, default='rbf'
-        A kernel of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` that takes ``gamma``.
-        rbf and laplacian share one distance computation across the gammas; the others compute
-        the kernel once per kernel candidate (a gamma, with a point of ``kernel_params``).
-    degree, coef0 : float
-        Of the polynomial and sigmoid kernels, fixed during the search unless ``kernel_params``
-        names them (its values then replace these).
-    kernel_params : dict of str to list, default=None
-        A grid of the kernel's other parameters to search, as ``GridSearchCV``'s ``param_grid``:
-        ``'degree'`` (poly) and ``'coef0'`` (poly, sigmoid) to non-empty lists of finite numbers,
-        e.g. ``{'degree': [2, 3], 'coef0': [0, 1]}``. Its points, in ``ParameterGrid``'s order,
-        are crossed with ``gammas``: each (point, gamma) is a kernel candidate, each candidate's
-        kernel computed once a block, its factor once. A name the kernel does not take, and
-        ``'gamma'`` (the grid is ``gammas``), are refused. None: the fixed ``degree`` and ``coef0``.
-        Not scikit-learn ``KernelRidge``'s ``kernel_params`` (a callable kernel's fixed arguments):
-        the search takes named kernels only.
-    n_centers : int, default=None
-        Number of centers ``m``, chosen once for the whole search; None: ``min(1000, n_samples)``.
-    centers : {'uniform', 'kmeans', 'leverage', 'rpcholesky'} or array-like, default='uniform'
-        As in :class:`KernelRidge`. A kernel-dependent method (leverage, rpcholesky) uses the
-        grid's middle gamma (with ``kernel_params``' middle point).
-    center_params : dict, default=None
-    cv : int, array-like of shape (n_samples,), K-fold splitter or list of (train, test), default=5
-        An int: that many folds, by a seeded hash of the global row index (chunk-invariant; the
-        same folds as :class:`RidgeCV` and :class:`HashedKFold` with the same ``random_state``).
-        An array (NumPy or dask, aligned with X's rows): each row's fold label, for grouped or
-        time-ordered data. A scikit-learn splitter, or its splits, whose test sets partition the
-        rows (``KFold``, ``GroupKFold``, ``PredefinedSplit``): read as fold labels (in memory).
-    scoring : str, default=None
-        @SCORINGS@
-    route : {'auto', 'statistics', 'cg'}, default='auto'
-        How every candidate is solved. 'statistics': one pass of per-fold ``m x m`` statistics, every
-        candidate solved exactly on the driver (``2 n m^2`` multiply-adds a kernel candidate). 'cg':
-        Falkon's CG with every candidate's fold columns in the same passes (about ``4 n m`` a column
-        and iteration), losing candidates dropped by successive halving. 'auto': the statistics route when
-        its pass is small (under 2e10 multiply-adds) or, when its statistics would not fit
-        ``dkapprox.cv-statistics-bytes``, CG; otherwise the one whose block functions, timed on the
-        driver over the same rows, cost less (``route_seconds_``).
-    tol : float, default=1e-4
-        The CG route's relative residual per column, as :class:`KernelRidge`'s ``tol``.
-    max_iter : int, default=100
-        The CG route's iterations at most, for the search and the chosen model together.
-    halving_factor : float > 1 or None, default=3
-        The CG route's successive halving: after 4, 8, 16, ... iterations, of the candidates whose
-        scored iterates have every fold's relative residual at most 0.05 (*judged*), the best
-        ``1 / halving_factor`` run on; an unjudged candidate is never dropped (an early iterate of a
-        small alpha scores far below its solution). None: every candidate runs to ``tol``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the centers and the fold hash.
-"""
-
-_SEARCH_ATTRIBUTES = """
-    cv_results_ : dict of ndarrays
-        scikit-learn's ``GridSearchCV.cv_results_`` keys: ``params``, ``param_gamma``, ``param_alpha``
-        (and ``param_degree``, ``param_coef0`` for the names of ``kernel_params``),
-        ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``. One
-        candidate per (kernel_params point, gamma, alpha), the point slowest, alpha fastest. Also
-        ``n_iterations`` (the CG iterations each candidate's fold columns ran; 0 on the statistics
-        route) and ``dropped_at_iteration`` (the iteration after which halving dropped it, 0 if
-        kept). A dropped candidate's scores are those of its last iterates, and it ranks after every
-        kept one.
-    best_params_ : dict
-    best_score_ : float
-    best_index_ : int
-    gamma_, alpha_ : float
-        The chosen candidate's.
-    degree_, coef0_ : float
-        The chosen candidate's kernel's (the fixed ``degree``, ``coef0`` where ``kernel_params`` does
-        not name them): ``predict`` is ``KernelRidge(alpha=alpha_, kernel=kernel, gamma=gamma_,
-        degree=degree_, coef0=coef0_)`` on ``centers_``.
-    dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_targets)
-        The chosen model refitted on every row (from the same statistics: no further pass).
-    centers_, center_indices_, center_passes_ :
-        As in :class:`KernelRidge`.
-    passes_ : int
-        Passes over the data: one for the default grid's 'scale' on dask input, the centers', then the
-        statistics route's one for the statistics@EXTRA@, or the CG route's one for the right-hand
-        sides, one an iteration and one for the last iterates' scores.
-    n_iter_ : int
-        CG iterations (the search's and the chosen model's after it); 0 on the statistics route,
-        which solves each candidate directly.
-    route_ : str
-        'statistics' or 'cg': the route taken.
-    route_seconds_ : dict
-        route='auto' with a probe: each route's estimated seconds for the whole data in one process (the probe's per
-        row times n_samples); empty otherwise.
-    phase_seconds_ : dict
-        Seconds spent choosing centers, factoring, choosing the route, then in the statistics pass, the
-        solves, scoring and refit (statistics), or the first pass, the search and the refit (CG).
-    n_splits_ : int
-    fold_weights_ : ndarray of shape (``n_splits_``,)
-        Each fold's total weight (its row count, unweighted).
-    input_persisted_, n_features_in_, feature_names_in_ :
-        As in :class:`KernelRidge`.
-"""
-
-_SEARCH_NOTES = """
-    One pass over the data gathers, for every kernel candidate (a gamma, with a point of
-    ``kernel_params``) and fold, the fold's ``G_f = K^T W K`` (``m x m``) and ``K^T W y``: each
-    block's distances to the centers once (rbf, laplacian; other kernels once a candidate), an
-    exponential per gamma, and its rows' products added to their own fold's sums. Every (kernel,
-    alpha, fold) candidate is then solved on the driver, ``(G - G_f + alpha K_CC) a = r - r_f``, and
-    scored on its held-out fold @SCORED@; the chosen model solves ``(G + alpha K_CC) a = r``. The cost
-    is ``n m^2`` multiply-adds per kernel candidate, and the statistics take ``n_kernels x n_folds x
-    m^2`` float64 a task (``n_kernels``: the gammas times the points of ``kernel_params``; the search
-    refuses more than ``dkapprox.cv-statistics-bytes``, 2 GiB, and says how many centers fit).
-    Every candidate solved this way is the exact Nystroem kernel ridge solution :class:`KernelRidge`'s
-    CG converges to.
-
-    The CG route (``route='cg'``, or 'auto' where it measures cheaper) solves the same problems by
-    Falkon's preconditioned CG (:class:`KernelRidge`'s), each kernel candidate's columns (every alpha
-    and fold, and the all-rows problem of each candidate, which becomes the chosen model) advanced
-    together: a pass forms each kernel's slice once for all its columns, and scores every candidate's
-    previous iterates on its held-out rows on the way. Its cost is about ``(4 (n_folds + 1) + 2)
-    n_alphas n m`` multiply-adds a kernel candidate and iteration while every candidate runs;
-    converged and dropped candidates cost nothing more.
-"""
-
-
-class KernelRidgeCV(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelRidgeSearch):
+class KernelRidgeCV(_KernelRidgeRegressor, _KernelRidgeSearch):
     """Kernel ridge with gamma, alpha (and degree, coef0) chosen by K-fold cross-validation in one pass.
 
     The grid search ``GridSearchCV(KernelRidge(kernel, n_centers=m), {'gamma': gammas, 'alpha':
@@ -895,12 +767,9 @@ class KernelRidgeCV(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelRidg
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
-    predict = KernelRidge.predict
-    _score_in_memory = KernelRidge._score_in_memory
-    _score_plan = KernelRidge._score_plan
 
 
-class KernelRidgeClassifierCV(StreamedScore, ClassifierMixin, _KernelRidgeSearch):
+class KernelRidgeClassifierCV(_KernelRidgeClassifier, _KernelRidgeSearch):
     """KernelRidgeClassifier with gamma and alpha chosen by K-fold cross-validation: two passes.
 
     One-vs-rest kernel ridge on +1/-1 targets, as :class:`KernelRidgeClassifier`; the statistics pass
@@ -1083,7 +952,3 @@ class KernelRidgeClassifierCV(StreamedScore, ClassifierMixin, _KernelRidgeSearch
             self.dual_coef_ = self.dual_coef_.ravel()
         return self
 
-    decision_function = KernelRidgeClassifier.decision_function
-    predict = KernelRidgeClassifier.predict
-    _score_in_memory = KernelRidgeClassifier._score_in_memory
-    _score_plan = KernelRidgeClassifier._score_plan
