@@ -212,20 +212,16 @@ def write_options(fn, device=True):
     return click.option("--component", help="Array inside the INPUT group.")(fn)
 
 
-def columns_option(fn):
-    return click.option("--columns", metavar="A,B,C",
-                        help="INPUT is a Parquet dataset (a file, or a folder or prefix of files, local or a URL): "
-                             "these columns, in this order, are the features (default: every column; a "
-                             "non-numeric one exits 65, so name the numeric ones). Each file is one block, "
-                             "files taken in path order; see docs/jobs.rst, 'Parquet input'.")(fn)
-
-
-def keep_columns_option(fn):
-    return click.option("--keep-columns", metavar="A,B",
-                        help="Pass these columns of the Parquet INPUT (keys: an id, a timestamp; any type) through "
-                             "to the Parquet --out beside the features, row for row, for the ETL to join back. "
-                             "Needs a Parquet INPUT and an --out ending in .parquet; see docs/jobs.rst, "
-                             "'Parquet output'.")(fn)
+columns_option = click.option(
+    "--columns", metavar="A,B,C",
+    help="INPUT is a Parquet dataset (a file, or a folder or prefix of files, local or a URL): these columns, in this "
+         "order, are the features (default: every column; a non-numeric one exits 65, so name the numeric ones). "
+         "Each file is one block, files taken in path order; see docs/jobs.rst, 'Parquet input'.")
+keep_columns_option = click.option(
+    "--keep-columns", metavar="A,B",
+    help="Pass these columns of the Parquet INPUT (keys: an id, a timestamp; any type) through to the Parquet --out "
+         "beside the features, row for row, for the ETL to join back. Needs a Parquet INPUT and an --out ending in "
+         ".parquet; see docs/jobs.rst, 'Parquet output'.")
 
 
 def method_options(fn):
