@@ -77,14 +77,14 @@ def make_data(n, features, chunk, dtype, seed, to_device=None):
 
 def one_pass_seconds(model, X):
     """A pass of the CG alone (``K^T K v`` over every block), timed: what each iteration costs."""
-    from dkapprox.engine import _graph
+    from dkapprox import engine
     from dkapprox.inputs import _lazy
     from dkapprox.kernel_ridge._falkon import Centers, PassState, combine_normal
     from dkapprox.kernel_ridge._falkon_device import block_partial
 
     v = np.random.default_rng(0).normal(size=(model.centers_.shape[0], 1))
     state = PassState(Centers(model._kernel(), model.centers_), v, None)
-    reduced = _graph.reduce_aligned_rows([X], block_partial, combine_normal, state)
+    reduced = engine.reduce_aligned_rows([X], block_partial, combine_normal, state)
     start = time.perf_counter()
     _lazy.compute(reduced)
     return time.perf_counter() - start

@@ -118,16 +118,15 @@ def main(argv=None):
         args.workers, args.n_components = 4, 1024
     from distributed import Client, LocalCluster
 
-    from dkapprox import Nystroem
-    from dkapprox.engine import _graph
+    from dkapprox import Nystroem, engine
 
     rng = np.random.default_rng(0)
     est = Nystroem(n_components=args.n_components, random_state=0).fit(
         rng.standard_normal((args.n_components + 1000, 64)).astype(np.float32))
     X = da.random.default_rng(1).standard_normal((args.workers * 4 * 100, 64), chunks=(100, 64), dtype=np.float32)
     Z = est.transform(X)
-    (key,) = _graph.shipped_states(Z)
-    state_mib = _graph.nbytes(est._state(np.float32)) / 2**20
+    (key,) = engine.shipped_states(Z)
+    state_mib = engine.nbytes(est._state(np.float32)) / 2**20
     n = args.workers
     with LocalCluster(n_workers=n, threads_per_worker=1, memory_limit="1GiB", dashboard_address=None,
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:

@@ -3,14 +3,14 @@
 A subclass says only what is particular to it:
 
 * ``_fit(X)``: draw the fitted attributes (``X`` is validated NumPy/sparse
-  or a dask array; use :mod:`dkapprox.engine._graph` for any data statistic);
+  or a dask array; use :mod:`dkapprox.engine` for any data statistic);
 * ``_state(dtype)``: the small frozen state the block function needs;
 * ``_block_fn``: a module-level ``block_fn(block, state)``;
 * ``_n_features_out``: the output width.
 
 This class takes every input through the one door (:func:`dkapprox.inputs._lazy.as_input`),
 validates it with scikit-learn's wording, dispatches NumPy input
-to an eager call and dask input to :func:`dkapprox.engine._graph.map_rows`, and keeps
+to an eager call and dask input to :func:`dkapprox.engine.map_rows`, and keeps
 ``set_output`` working for in-memory results (a dask result stays a lazy dask
 array: turning it into a pandas frame would compute it). A dask DataFrame is
 read lazily, one block per partition; with ``set_output(transform="pandas")``
@@ -249,7 +249,7 @@ def _state_nbytes(estimator, dtype):
 def _fitted_summary(estimator):
     """'fitted: 8 -> 100 features, 100 landmarks, state 7.0 kiB', or None before fit.
 
-    The state is what ``transform`` ships to the workers (:func:`dkapprox.engine._graph.nbytes`),
+    The state is what ``transform`` ships to the workers (:func:`dkapprox.engine.nbytes`),
     for input of the dtype the fitted arrays are kept in.
     """
     fitted = _fitted(estimator)

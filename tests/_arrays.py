@@ -10,7 +10,8 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from dkapprox.engine import _graph
+from dkapprox import engine
+from dkapprox.engine import _dask_compat
 
 
 def _take_flagged(block, flags):
@@ -34,14 +35,14 @@ def computed_whole(lazy):
     chunk, which needs the sizes; dask's own ``ddf.to_dask_array()`` and ``ddf.values`` fail there before
     that), so there a user reads the blocks, or asks for a lazy dask DataFrame (``set_output``).
     """
-    if _graph.expression_mode() and any(np.isnan(n) for n in lazy.chunks[0]):
+    if engine.expression_mode() and any(np.isnan(n) for n in lazy.chunks[0]):
         return computed_blocks(lazy)
     return lazy.compute()
 
 
 def computed_blocks(lazy):
     """``lazy`` computed block by block; each block has the declared columns, dtype and kind (rows: NaN)."""
-    blocks = dask.compute(*_graph.delayed_blocks(lazy))
+    blocks = dask.compute(*_dask_compat.delayed_blocks(lazy))
     for block in blocks:
         assert block.shape[1:] == lazy.shape[1:], (block.shape, lazy.shape)
         assert block.dtype == lazy.dtype, (block.dtype, lazy.dtype)

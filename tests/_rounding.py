@@ -300,9 +300,10 @@ def compute_checked(lazy):
     """``lazy`` computed block by block, each block checked against the declared chunks, dtype and meta."""
     import dask
 
-    from dkapprox.engine import _graph  # a delayed object a block, in both dask.array modes (to_delayed: legacy only)
+    # a delayed object a block, in both dask.array modes (to_delayed: legacy only)
+    from dkapprox.engine import _dask_compat
 
-    blocks = dask.compute(*_graph.delayed_blocks(lazy))
+    blocks = dask.compute(*_dask_compat.delayed_blocks(lazy))
     for index, block in zip(np.ndindex(*lazy.numblocks), blocks):
         declared = tuple(lazy.chunks[axis][i] for axis, i in enumerate(index))
         assert block.shape == declared, (index, block.shape, declared)

@@ -3,6 +3,7 @@
 import doctest
 import inspect
 
+import _estimators
 import pytest
 
 import dkapprox
@@ -44,3 +45,37 @@ def test_docstrings_are_written_out_in_the_source():
                     getattr(t, "id", getattr(t, "attr", "")) == "__doc__" for t in targets):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert not found, found
+
+
+def _attributes_section(doc):
+    """{name: description} of the numpydoc "Attributes" section of ``doc``."""
+    lines = inspect.cleandoc(doc).splitlines()
+    start = lines.index("Attributes") + 2
+    described, name = {}, None
+    for line in lines[start:]:
+        if line and not line.startswith(" "):
+            if " : " not in line:
+                break  # the next section's title
+            name = line.split(" : ")[0]
+            described[name] = ""
+        elif line.strip() and name is not None:
+            described[name] += line.strip() + " "
+    return described
+
+
+@pytest.mark.parametrize("name", sorted(_estimators.CONTRACT))
+def test_every_fitted_attribute_is_described(name):
+    # as scikit-learn's docstrings do: each fitted attribute with its type or shape and a line saying what it is
+    import numpy as np
+    import pandas as pd
+
+    cls = getattr(dkapprox, name)
+    described = _attributes_section(cls.__doc__)
+    X = pd.DataFrame(np.random.default_rng(0).random((60, 6)), columns=[f"c{i}" for i in range(6)])
+    fitted = set()
+    for params in _estimators.CONTRACT[name]:
+        extra = {"compute_inverse_components": True} if "compute_inverse_components" in cls().get_params() else {}
+        est = cls(**params, **extra).fit(X)
+        fitted |= {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+    assert fitted <= set(described), (name, fitted - set(described))
+    assert all(described[k] for k in fitted), (name, [k for k in fitted if not described[k]])

@@ -129,7 +129,7 @@ def test_the_layer_table_is_ordered_and_names_only_lower_layers():
 
 
 def test_the_engine_is_a_leaf():
-    """The engine's modules import one another (_graph's tasks run under _blas and _device_turns), nothing else."""
+    """The engine's modules import one another (_blocks' tasks run under _blas and _device_turns), nothing else."""
     known = _modules()
     engine = {m for m in known if m == "dkapprox.engine" or m.startswith("dkapprox.engine.")}
     for module in sorted(engine):

@@ -6,8 +6,8 @@ polynomials of ``k_cos.c`` and ``k_sin.c`` on (y0, y1), chosen and signed by fn'
 quadrant with no integer conversion; within 1 ulp of the true value. Arguments beyond
 ``REDUCTION_LIMIT``, NaN and infinity are reduced as 0 in the loop, counted, and given
 libm's value in a second loop that runs only when there are any: an unconditional second
-loop, like outputs that may alias the input, kept LLVM's loop scalar (10-16 ns per value
-instead of about 1.4 on an AVX-512 machine).
+loop, like outputs that may alias the input, kept LLVM's loop scalar, several times slower
+(docs/performance.md, "Tiles"; benchmarks/bench_kernels.py measures the kernels).
 """
 
 import math
@@ -42,8 +42,8 @@ jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _reduced_cos_sin(x):
     """(cos, sin) polynomials of x's remainder by pi/2, and the quadrant (0-3, as a float).
 
-    Inlined into the loops below: LLVM vectorizes them whole (about 1.4 ns per value of 1024 on
-    an AVX-512 machine). A libm call or a branch in the same loop keeps it scalar (10-16 ns).
+    Inlined into the loops below: LLVM vectorizes them whole. A libm call or a branch in the same
+    loop keeps it scalar (docs/performance.md, "Tiles").
     """
     fn = (x * _INVPIO2 + _TOINT) - _TOINT
     r = x - fn * _PIO2_1
@@ -127,47 +127,45 @@ def sincos_rows(a, scale, out):
         sincos_row(a[i], scale, out[i, :m], out[i, m:])
 
 
-@jit
-def l1_distances(X, landmarks_t, out):
-    """out[i, k] = sum_f |X[i, f] - landmarks_t[f, k]|, summed over f in order (no BLAS: the
-    same for any row blocks); the inner loop runs over landmarks, contiguous, and vectorizes."""
-    n, d = X.shape
-    m = landmarks_t.shape[1]
-    for i in range(n):
-        row = out[i]
-        for k in range(m):
-            row[k] = 0.0
-        for f in range(d):
-            x = np.float64(X[i, f])
-            lf = landmarks_t[f]
-            for k in range(m):
-                row[k] += abs(x - lf[k])
+def _feature_sums(chi2):
+    """The compiled ``out[i, k] = sum_f term(X[i, f], landmarks_t[f, k])``, summed over f in order (no BLAS:
+    the same for any row blocks); the inner loop runs over landmarks, contiguous, and vectorizes.
 
-
-@jit
-def chi2_distances(X, landmarks_t, out):
-    """out[i, k] = -sum_f (x_f - l_f)^2 / (x_f + l_f) over terms with x_f + l_f != 0, summed over f
-    in order as scikit-learn's ``_chi2_kernel_fast`` does (its additive_chi2_kernel).
-
-    The loop nest repeats :func:`l1_distances`' on purpose: one loop with the per-term formula
-    chosen by a flag is what LLVM stopped vectorizing in the cos kernels (see the module docstring).
+    One loop nest for both distances: ``chi2`` is a closure constant, so numba compiles it in and
+    LLVM drops the other term; a term chosen at run time, by an argument, is what kept the cos
+    kernels' loops scalar (see the module docstring). It is a bool, whose bytes key numba's disk cache.
     """
-    n, d = X.shape
-    m = landmarks_t.shape[1]
-    for i in range(n):
-        row = out[i]
-        for k in range(m):
-            row[k] = 0.0
-        for f in range(d):
-            x = np.float64(X[i, f])
-            lf = landmarks_t[f]
+
+    def distances(X, landmarks_t, out):
+        n, d = X.shape
+        m = landmarks_t.shape[1]
+        for i in range(n):
+            row = out[i]
             for k in range(m):
-                y = lf[k]
-                nom = x + y
-                diff = x - y
-                row[k] += diff * diff / nom if nom != 0.0 else 0.0
-        for k in range(m):
-            row[k] = -row[k]
+                row[k] = 0.0
+            for f in range(d):
+                x = np.float64(X[i, f])
+                lf = landmarks_t[f]
+                for k in range(m):
+                    y = lf[k]
+                    if chi2:
+                        nom = x + y
+                        diff = x - y
+                        row[k] += diff * diff / nom if nom != 0.0 else 0.0
+                    else:
+                        row[k] += abs(x - y)
+            if chi2:
+                for k in range(m):
+                    row[k] = -row[k]
+
+    return jit(distances)
+
+
+#: out[i, k] = sum_f |X[i, f] - landmarks_t[f, k]|: scikit-learn's manhattan distances
+l1_distances = _feature_sums(chi2=False)
+#: out[i, k] = -sum_f (x_f - l_f)^2 / (x_f + l_f) over terms with x_f + l_f != 0, summed over f in order
+#: as scikit-learn's ``_chi2_kernel_fast`` does (its additive_chi2_kernel)
+chi2_distances = _feature_sums(chi2=True)
 
 
 @jit

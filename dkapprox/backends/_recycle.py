@@ -120,8 +120,7 @@ class Recycler:
                 return touched_empty(shape, dtype)
         if entry is not None:
             return out
-        # fresh memory is mapped and its pages touched outside the lock: a 256 MiB output's page
-        # faults took tens of milliseconds, and 16 tasks of the threaded scheduler queued behind them
+        # mapped and touched outside the lock: no other thread's output waits for this one's page faults
         buf = self._new(nbytes)
         with self._lock:
             entry = [buf, time.monotonic()]

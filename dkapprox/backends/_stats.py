@@ -1,6 +1,6 @@
 """Per-block statistics that fold exactly: count, mean, M2 (Chan et al.).
 
-Used through :func:`dkapprox.engine._graph.tree_reduce`, so a fit that needs the
+Used through :func:`dkapprox.engine.tree_reduce`, so a fit that needs the
 variance of a dask array reads every block once, whatever their number.
 """
 

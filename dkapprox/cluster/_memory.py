@@ -322,7 +322,7 @@ def _task_block(task, objs):
     fit's reductions) has lost them, so whoever computes one passes the arrays
     it reads among ``objs`` (see :func:`dkapprox.inputs._lazy.compute`). The task
     itself is looked at first, then the tasks nested in it (a pass or a write
-    holds its block's read and map, dkapprox.engine._graph), then what it reads.
+    holds its block's read and map, dkapprox.engine), then what it reads.
     """
     import dask
 

@@ -1,23 +1,23 @@
-"""The engine: every dask graph of dkapprox, the threads its block tasks run with; it knows nothing above it."""
+"""The engine: every dask graph of dkapprox, the threads its block tasks run with; it knows nothing above it.
 
-from ._graph import (
-    SizedState,
-    array_from_graph,
-    byte_aligned,
-    expression_mode,
+Its modules, by job: ``_blocks`` (row blocks mapped, folded, taken, counted, made), ``_state`` (the fitted
+state as one graph key, weighed and realigned), ``_store`` (writes of chosen blocks, one task a block),
+``_dask_compat`` (the one module that knows dask's graph mode and private task spec), ``_blas`` (one BLAS
+thread a block task) and ``_device_turns`` (one thread at a time queueing work on a device).
+"""
+
+from ._blocks import (
     generate_rows,
-    graph_constants,
     is_sparse_meta,
     iter_row_blocks,
     map_rows,
-    nbytes,
     reduce_aligned_rows,
     row_blocks,
     row_sizes,
-    shipped_states,
-    store_blocks,
     take_rows,
     tree_reduce,
     with_row_sizes,
-    written_keys,
 )
+from ._dask_compat import array_from_graph, expression_mode, from_zarr
+from ._state import SizedState, byte_aligned, graph_constants, nbytes, shipped_states
+from ._store import store_blocks, written_keys

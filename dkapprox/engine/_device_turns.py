@@ -1,24 +1,22 @@
 """Block tasks on a device (a GPU): one thread at a time queues its work there, and none waits inside.
 
-dask's default scheduler runs a task per core in one process. For NumPy blocks that is what
-makes a laptop fast; for CuPy blocks it puts many threads on one GPU, all queueing kernels on the
-device's one default stream, which runs them one after another anyway; and a task that ends its
-value check by copying a flag to the host waits for everything queued before it, while the others'
-launches queue behind it (docs/performance.md, "Device turns"; benchmarks/bench_gpu.py measures it).
-
-So a task on a device block (:func:`dkapprox.engine._graph.map_rows`) does two things differently:
+Why: a device runs the kernels of its default stream one after another whatever the number of
+threads that queue them, so dask's threads (a task per core) gain nothing by queueing at once; and
+a value check that waits for its flag on the host stalls the launches queued behind it
+(docs/performance.md, "Device turns"; benchmarks/bench_gpu.py measures it). So a task on a device
+block (:func:`dkapprox.engine.map_rows`) does two things differently:
 
 - it queues its work (the check's reductions, the block function's kernels) inside
   :func:`turn`, a lock per device: one thread launches at a time, and a block's kernels sit
   together in the stream, so at most a few blocks' buffers are alive on the device at once;
-- its check does not wait there: a check with a ``start`` method (:class:`dkapprox.inputs._validation.BlockCheck`)
+- its check does not wait there: a check with a ``start`` method (:class:`dkapprox.inputs.BlockCheck`)
   queues its reductions and returns a function that waits for their flag only, after the turn
   (the block's own work, queued behind the flag, keeps the device busy meanwhile), and raises for
   a bad block. The block's output is then dropped, as it would have been.
 
-NumPy blocks never come here. dask config ``dkapprox.device-turns: false`` turns both off (the
-benchmark's "before": every thread queues at once, and each check waits for the stream). Part of
-the engine: imports nothing of dkapprox.
+NumPy blocks never come here. dask config ``dkapprox.device-turns: false`` turns both off (every
+thread queues at once, and each check waits for the stream). Part of the engine: imports nothing
+of dkapprox.
 
 >>> with turn(object()):
 ...     pass

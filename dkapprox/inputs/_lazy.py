@@ -1,6 +1,6 @@
 """Lazy input in, results out: the layer between the estimators and the engine.
 
-:mod:`dkapprox.engine._graph` builds dask graphs and knows nothing above it. This
+:mod:`dkapprox.engine` builds dask graphs and knows nothing above it. This
 module wraps it where an estimator meets the outside world:
 
 - every input goes through one door, :func:`as_input`, before validation or
@@ -190,8 +190,7 @@ def _is_zarr(X) -> bool:
 def _open_zarr(z, targets):
     """A Zarr array as dask: checked by dkapprox.io as samples x features; a 1-D target vector as it is."""
     if targets and len(z.shape) == 1:
-        # array expressions have no from_zarr: from_array of the zarr array, aligned to its chunks, as from_zarr does
-        return da.from_array(z, chunks=z.chunks) if engine.expression_mode() else da.from_zarr(z)
+        return engine.from_zarr(z)
     from ..io import open_array
 
     return open_array(z)

@@ -3,7 +3,7 @@
 A landmark selector only asks how many rows there are, for some rows by
 global index, and for a fold of ``chunk_fn(row_start, state, block)`` over the
 row blocks. :class:`InMemoryRows` answers on the array at hand;
-:class:`DaskRows` answers with :mod:`dkapprox.engine._graph` (each ``take`` and each
+:class:`DaskRows` answers with :mod:`dkapprox.engine` (each ``take`` and each
 ``reduce`` is one pass over the data, each block read at most once; unknown
 chunk sizes cost one more pass, once per fit). ``passes`` counts the passes,
 the same for both kinds of input (dask input with unknown chunk sizes: +1).

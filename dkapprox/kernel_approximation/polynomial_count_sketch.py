@@ -89,8 +89,15 @@ class PolynomialCountSketch(BlockwiseTransformer):
     Attributes
     ----------
     indexHash_ : ndarray of shape (degree, n_features), dtype=int64
+        Output columns in ``[0, n_components)``: one 2-wise independent
+        hash of the input features for each of the ``degree`` count sketches.
     bitHash_ : ndarray of shape (degree, n_features), dtype=float32
+        Random signs in ``{+1, -1}``: the sign hash of each count sketch.
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Examples
     --------

@@ -96,9 +96,17 @@ class RBFSampler(FourierSampler):
 
     Attributes
     ----------
-    random_offset_ : ndarray of shape (n_components,)
-    random_weights_ : ndarray of shape (n_features, n_components)
+    random_offset_ : ndarray of shape (n_components,), dtype={np.float64, np.float32}
+        Random offsets, uniform in ``[0, 2 pi)``, added to the projection
+        before its cosine (float32 after a float32 fit, as scikit-learn's).
+    random_weights_ : ndarray of shape (n_features, n_components), dtype={np.float64, np.float32}
+        Random projection directions drawn from the Fourier transform of
+        the RBF kernel, ``N(0, 2 gamma)`` (float32 after a float32 fit).
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Examples
     --------

@@ -45,9 +45,16 @@ class SkewedChi2Sampler(FourierSampler):
 
     Attributes
     ----------
-    random_weights_ : ndarray of shape (n_features, n_components)
-    random_offset_ : ndarray of shape (n_components,)
+    random_weights_ : ndarray of shape (n_features, n_components), dtype={np.float64, np.float32}
+        Weights drawn from the hyperbolic secant distribution, applied to
+        ``log(X + skewedness)`` (float32 after a float32 fit).
+    random_offset_ : ndarray of shape (n_components,), dtype={np.float64, np.float32}
+        Random offsets, uniform in ``[0, 2 pi)``, added before the cosine.
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Examples
     --------

@@ -54,11 +54,11 @@ JUDGED_RESIDUAL = 0.05
 #: drops candidates, but each gamma's exponentials and the shared product are paid while any of its runs
 #: (benchmarks/bench_kernel_ridge_cv.py --part cost measures it; docs/performance.md, "The search's routes")
 RUNNING_COST = 0.75
-#: a block's products pad each fold's columns with zeros to a multiple of this: OpenBLAS's GEMM kernels
-#: run whole column panels faster than ragged ones (docs/performance.md, "The search's routes")
+#: a block's products pad each fold's columns with zeros to a multiple of this: GEMM kernels run whole
+#: column panels faster than ragged ones (docs/performance.md, "The search's routes", has the measurement)
 GEMM_COLUMNS = 8
-#: CG iterations the route choice expects (Falkon's usual count at tol 1e-3 to 1e-4: the learning study's
-#: KernelRidgeClassifier took 20), capped by max_iter
+#: CG iterations the route choice expects, capped by max_iter: Falkon's usual count at tol 1e-3 to 1e-4
+#: (benchmarks/bench_kernel_ridge_cv.py --part cost measures this)
 EXPECTED_ITERATIONS = 20
 
 
@@ -183,12 +183,12 @@ def grid_kernel_parts(centers, X, dtype, bounds):
     ``k_i(X[s], C) = diag(a) E diag(b_i)``, each ``s`` inside ``bounds[f]:bounds[f + 1]``.
 
     Candidates of the rbf kernel on dense rows share one product per slice, ``D = x'.c'`` (``x' = x - mu``,
-    ``c' = c - mu``, ``mu`` the centers' mean): the issue's "distances computed once for all gammas". A
+    ``c' = c - mu``, ``mu`` the centers' mean): the distances computed once for all gammas. A
     candidate is factored (:class:`._falkon._RBFFactors`: ``E = exp(2 gamma D)``) where its exponents stay
     in range, else ``E = exp(-gamma max(|x'|^2 + |c'|^2 - 2 D, 0))``: the distances of
-    :func:`._falkon._rbf32_slices`, centered. At m = 2,048, 20 float32 features, the product costs
-    twice an exponential (one thread: 241 us against 127 us a 128-row slice), so 5 gammas' slices cost
-    2.4x one gamma's, not 5x. Other kernels (and sparse rows) are each formed as KernelRidge forms them.
+    :func:`._falkon._rbf32_slices`, centered. The product costs more than an exponential, so each
+    further gamma's slice costs an exponential, not a product as well. Other kernels (and sparse rows)
+    are each formed as KernelRidge forms them.
     """
     points = centers[0].points
     shared = (not sp.issparse(X) and not sp.issparse(points) and X.shape[0] > 0
@@ -398,8 +398,7 @@ def keep_best(scores, live, judged, factor):
 
     Only a *judged* candidate may be dropped: one whose scored iterates have every fold's relative
     residual at most :data:`JUDGED_RESIDUAL`. An early iterate of a small alpha scores far below its
-    solution (on Friedman #1 the search's best, R^2 0.988, scored -0.72 after three iterations), so an
-    unjudged candidate runs on. Of the judged, the best ``1 / factor`` stay.
+    solution, so an unjudged candidate runs on. Of the judged, the best ``1 / factor`` stay.
     """
     live_idx = np.flatnonzero(live)
     judged_idx = live_idx[judged[live_idx]]

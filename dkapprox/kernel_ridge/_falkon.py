@@ -23,7 +23,7 @@ float32 blocks the kernel and both products are float32 within a slice (at most
 :data:`SLICE_ELEMENTS` kernel values, a few hundred rows) and every slice's product is added in
 float64. The ``n x m`` kernel matrix is never stored. The rbf kernel on dense rows is factored,
 ``k(x, c) = a_x exp(2 gamma x'.c') b_c`` (:class:`_RBFFactors`), so a slice costs one GEMM and one
-exponential with no distance pass: 1.7x faster a float32 pass, 1.1x float64.
+exponential with no distance pass (benchmarks/bench_kernel_ridge.py, cost, measures the gain).
 
 A block of another array-API namespace (CuPy) runs the same pass and prediction on its device, and
 a fit on device data factors the preconditioner there: :mod:`._falkon_device`, whose
@@ -133,8 +133,8 @@ class _RBFFactors:
     distances do not move, the norms shrink).
 
     A slice then costs one GEMM (``2 gamma x'`` times ``c'``, in the rows' dtype) and one exponential in
-    place, with no pass for the distances (on this project's 2-core VM that pass took 1.16 ns of a float32
-    slice's 2.47 ns per kernel value: benchmarks/bench_kernel_ridge.py, cost). The exponent carries an
+    place, with no pass for the distances (a large share of a float32 slice's time:
+    benchmarks/bench_kernel_ridge.py, cost, measures it). The exponent carries an
     absolute error of about ``(n_features + 2) eps 2 gamma |x'| |c'| <= gamma (n_features + 2) eps (|x'|^2 +
     |c'|^2)``, the bound of :func:`_rbf32_slices` with centered norms, so the kernel value is off by that,
     relative; ``a`` and ``b`` come from float64 norms. Slices of :data:`RBF32_SLICE_ELEMENTS` float32 values
@@ -319,8 +319,8 @@ class Preconditioner:
         return self._columns(v, lambda A, x: _solve_upper(A, _solve_upper(A, x), trans=True)) * self.alphas
 
 
-#: above this many centers the m x m factorizations run on one BLAS thread: OpenBLAS's threaded Cholesky
-#: and syrk crash on large matrices (OpenBLAS#1413, numpy#19685; docs/performance.md, "Large factorizations")
+#: above this many centers the m x m factorizations run on one BLAS thread: threaded Cholesky and syrk crashed
+#: on larger matrices (docs/performance.md, "Large factorizations")
 ONE_THREAD_ABOVE = 8192
 
 

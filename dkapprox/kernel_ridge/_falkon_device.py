@@ -15,21 +15,20 @@ namespace, on its device.
   :func:`dkapprox.kernels._device.device_between` (scikit-learn's arithmetic in array-API
   form); a callable kernel has no device form and raises ``TypeError``.
 - **Partials to the host.** A block's ``m x k`` float64 sum is copied to the host at the end of its
-  task (128 KiB at m = 16,384, one target: microseconds against the seconds of the block's
-  products), so the tree reduction, persist, a distributed cluster's transfers and the CG are the
-  NumPy path's, unchanged, whatever the namespace.
+  task (128 KiB at m = 16,384, one target: little beside the block's products), so the tree
+  reduction, persist, a distributed cluster's transfers and the CG are the NumPy path's, unchanged,
+  whatever the namespace.
 - **CG on the host.** The CG's vectors are ``m x k`` float64 NumPy arrays on the driver: ``O(m k)``
   work an iteration, nothing a device would speed up, and a pass's ``v`` ships to the workers as
   NumPy state like every other (:func:`dkapprox.backends._xp.state_on` copies it to each device once).
 - **Preconditioner on the device** (:class:`DevicePreconditioner`), where the fit's data lives
   (:func:`dkapprox.backends._xp.fit_namespace`: a device array, or a dask array whose meta is one): the
   center kernel, its Cholesky factor, ``T T^T`` and the ``A`` factors, ``m x m`` float64, there
-  (on a host's cores the two factorizations at m = 16,384 take minutes, one thread: see
-  ``_falkon.ONE_THREAD_ABOVE``). Its triangular solves: CuPy's ``cupyx.scipy.linalg.solve_triangular``;
-  a namespace with no triangular solver (the array API has none) inverts each factor once
-  (``xp.linalg.solve(L, I)``) and multiplies by the inverse. ``B`` and ``B^T`` are then exact
-  transposes of one matrix, a preconditioner as good as the solves' (within ``cond(L) eps``). Each
-  apply copies the ``m x k`` vector to the device and back.
+  (on the host they run on one thread above ``_falkon.ONE_THREAD_ABOVE`` centers). Its triangular
+  solves: CuPy's ``cupyx.scipy.linalg.solve_triangular``; a namespace with no triangular solver (the
+  array API has none) inverts each factor once (``xp.linalg.solve(L, I)``) and multiplies by the
+  inverse. ``B`` and ``B^T`` are then exact transposes of one matrix, a preconditioner as good as the
+  solves' (within ``cond(L) eps``). Each apply copies the ``m x k`` vector to the device and back.
 """
 
 from __future__ import annotations

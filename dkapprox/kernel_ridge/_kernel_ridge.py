@@ -50,13 +50,11 @@ log = logging.getLogger("dkapprox.linear_model")
 DEFAULT_CENTERS = 1000
 
 
-class _FalkonKernelRidge(BaseEstimator):
-    """Shared by both estimators: parameters, the centers, the CG fit and the kernel predictions."""
+class _KernelCenters(BaseEstimator):
+    """What every kernel ridge estimator shares, the searches too: the kernel's, the centers' and the CG's
+    parameters, the choice of the centers, and the kernel predictions from ``centers_`` and ``dual_coef_``."""
 
     _parameter_constraints: dict = {
-        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
-        "kernel": [StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}), callable],
-        "gamma": [Interval(Real, 0, None, closed="left"), StrOptions({"scale"}), None],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
@@ -68,12 +66,9 @@ class _FalkonKernelRidge(BaseEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 n_centers=None, centers="uniform", center_params=None, tol=1e-4, max_iter=100,
-                 random_state=None):
-        self.alpha = alpha
+    def __init__(self, *, kernel, degree, coef0, kernel_params, n_centers, centers, center_params, tol, max_iter,
+                 random_state):
         self.kernel = kernel
-        self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
@@ -85,27 +80,8 @@ class _FalkonKernelRidge(BaseEstimator):
         self.random_state = random_state
 
     def _kernel(self) -> Kernel:
-        """scikit-learn's KernelRidge kernel: a callable takes ``kernel_params``, a name gamma, degree, coef0."""
-        if isinstance(self.kernel, str) and self.kernel == "precomputed":
-            raise ValueError(f"{type(self).__name__} needs the data points to choose centers and evaluate "
-                             "the kernel: kernel='precomputed' is not supported. Use scikit-learn's "
-                             "KernelRidge for a precomputed kernel matrix.")
-        if callable(self.kernel):
-            params = dict(self.kernel_params or {})
-        else:
-            gamma = self.gamma_ if isinstance(self.gamma, str) else self.gamma  # "scale": measured by fit
-            params = {"gamma": gamma, "degree": self.degree, "coef0": self.coef0}
-        return Kernel(self.kernel, tuple(sorted(params.items())))
-
-    def _scale_gamma(self, X, lazy) -> int:
-        """gamma='scale' as scikit-learn's SVC: ``1 / (n_features * X.var())`` (1 for constant X); its passes."""
-        if not (isinstance(self.gamma, str) and self.gamma == "scale"):
-            return 0
-        from ..kernel_approximation import data_variance
-
-        var = float(data_variance(X, type(self).__name__))
-        self.gamma_ = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
-        return 1 if lazy else 0
+        """The fitted model's kernel, with every parameter frozen."""
+        raise NotImplementedError
 
     def _selector(self, X):
         if isinstance(self.centers, str):
@@ -131,6 +107,67 @@ class _FalkonKernelRidge(BaseEstimator):
             raise ValueError(f"n_centers={self.n_centers} must be at most the number of samples, "
                              f"n_samples={n_samples}: a center is a training row (or a centroid of them).")
         return self.n_centers
+
+    def _predict_state(self, coef):
+        return PredictState(Centers(self._kernel(), self.centers_), coef)
+
+    def _scores(self, X, method):
+        """``k(X, centers_) @ dual_coef_``: NumPy for in-memory X, lazy for dask."""
+        check_is_fitted(self)
+        given = inputs.as_input(X)
+        X = check_input(self, given, reset=False)
+        coef = self.dual_coef_
+        return apply_rows(self, X, given.lazy, block_predict, self._predict_state(coef), tail=coef.shape[1:],
+                          dtype=X.dtype, method=method)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return tags
+
+
+class _FalkonKernelRidge(_KernelCenters):
+    """The fit of both estimators: ``alpha``, the kernel's ``gamma``, the centers, then Falkon's CG."""
+
+    _parameter_constraints: dict = {
+        **_KernelCenters._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "kernel": [StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}), callable],
+        "gamma": [Interval(Real, 0, None, closed="left"), StrOptions({"scale"}), None],
+    }
+
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 n_centers=None, centers="uniform", center_params=None, tol=1e-4, max_iter=100,
+                 random_state=None):
+        super().__init__(kernel=kernel, degree=degree, coef0=coef0, kernel_params=kernel_params, n_centers=n_centers,
+                         centers=centers, center_params=center_params, tol=tol, max_iter=max_iter,
+                         random_state=random_state)
+        self.alpha = alpha
+        self.gamma = gamma
+
+    def _kernel(self) -> Kernel:
+        """scikit-learn's KernelRidge kernel: a callable takes ``kernel_params``, a name gamma, degree, coef0."""
+        if isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise ValueError(f"{type(self).__name__} needs the data points to choose centers and evaluate "
+                             "the kernel: kernel='precomputed' is not supported. Use scikit-learn's "
+                             "KernelRidge for a precomputed kernel matrix.")
+        if callable(self.kernel):
+            params = dict(self.kernel_params or {})
+        else:
+            gamma = self.gamma_ if isinstance(self.gamma, str) else self.gamma  # "scale": measured by fit
+            params = {"gamma": gamma, "degree": self.degree, "coef0": self.coef0}
+        return Kernel(self.kernel, tuple(sorted(params.items())))
+
+    def _scale_gamma(self, X, lazy) -> int:
+        """gamma='scale' as scikit-learn's SVC: ``1 / (n_features * X.var())`` (1 for constant X); its passes."""
+        if not (isinstance(self.gamma, str) and self.gamma == "scale"):
+            return 0
+        from ..kernel_approximation import data_variance
+
+        var = float(data_variance(X, type(self).__name__))
+        self.gamma_ = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+        return 1 if lazy else 0
 
     def _fit_targets(self, X, y, targets, lazy, sample_weight):
         """Choose the centers, then CG: one pass for the right-hand side, then one an iteration."""
@@ -207,26 +244,8 @@ class _FalkonKernelRidge(BaseEstimator):
         reduced = engine.reduce_aligned_rows(arrays, block_partial, combine_normal, state)
         return inputs.compute(reduced, arrays=arrays[:1])[0]
 
-    def _predict_state(self, coef):
-        return PredictState(Centers(self._kernel(), self.centers_), coef)
 
-    def _scores(self, X, method):
-        """``k(X, centers_) @ dual_coef_``: NumPy for in-memory X, lazy for dask."""
-        check_is_fitted(self)
-        given = inputs.as_input(X)
-        X = check_input(self, given, reset=False)
-        coef = self.dual_coef_
-        return apply_rows(self, X, given.lazy, block_predict, self._predict_state(coef), tail=coef.shape[1:],
-                          dtype=X.dtype, method=method)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
-        return tags
-
-
-class _KernelRidgeRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _FalkonKernelRidge):
+class _KernelRidgeRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _KernelCenters):
     """What a fitted kernel ridge regressor does with its centers and ``dual_coef_`` (KernelRidge, KernelRidgeCV)."""
 
     def predict(self, X):
@@ -254,7 +273,7 @@ class _KernelRidgeRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, _Fa
         return check_input(self, X, reset=False), block_predict, self._predict_state(self.dual_coef_), "r2"
 
 
-class KernelRidge(_KernelRidgeRegressor):
+class KernelRidge(_KernelRidgeRegressor, _FalkonKernelRidge):
     """Kernel ridge regression with ``n_centers`` Nystroem centers, solved out of core by Falkon's CG.
 
     The model of :class:`sklearn.kernel_ridge.KernelRidge` with the function restricted to the span
@@ -300,10 +319,9 @@ class KernelRidge(_KernelRidgeRegressor):
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_targets)
-        ``predict(X) = k(X, centers_) @ dual_coef_``; in X's dtype.
-
+        Coefficients of the centers, ``predict(X) = k(X, centers_) @ dual_coef_``; in X's dtype.
     centers_ : ndarray or sparse matrix of shape (n_centers, n_features)
-        In X's dtype.
+        The centers, in X's dtype.
     center_indices_ : ndarray of shape (n_centers,), dtype int64
         Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
     n_iter_ : int
@@ -316,11 +334,13 @@ class KernelRidge(_KernelRidgeRegressor):
         Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
         (``center_passes_``), one for the right-hand side, one an iteration.
     center_passes_ : int
+        Passes over the data the choice of the centers made (part of ``passes_``).
     input_persisted_ : bool
         Whether the fit kept a dask input in memory for its passes (see Notes).
     n_features_in_ : int
+        Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Only for input with string feature names.
+        Names of features seen during ``fit``; only for input with string feature names.
 
     Notes
     -----
@@ -382,7 +402,7 @@ class KernelRidge(_KernelRidgeRegressor):
         return self
 
 
-class _KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge):
+class _KernelRidgeClassifier(StreamedScore, ClassifierMixin, _KernelCenters):
     """What a fitted kernel ridge classifier does with its centers and ``dual_coef_``: KernelRidgeClassifier's and
     KernelRidgeClassifierCV's."""
 
@@ -428,7 +448,7 @@ class _KernelRidgeClassifier(StreamedScore, ClassifierMixin, _FalkonKernelRidge)
         return check_input(self, X, reset=False), label_block, state, "accuracy"
 
 
-class KernelRidgeClassifier(_KernelRidgeClassifier):
+class KernelRidgeClassifier(_KernelRidgeClassifier, _FalkonKernelRidge):
     """Kernel ridge on +1/-1 targets (one-vs-rest, as RidgeClassifier), solved by Falkon's CG.
 
     Each class is a :class:`KernelRidge` regression of +1 (this class) against -1 (the others);
@@ -472,11 +492,11 @@ class KernelRidgeClassifier(_KernelRidgeClassifier):
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_classes)
-        One column per class; one column (raveled) for two classes.
+        Coefficients of the centers, one column per class; one column (raveled) for two classes.
     classes_ : ndarray of shape (n_classes,)
-
+        The class labels (the column indices of a multilabel indicator y).
     centers_ : ndarray or sparse matrix of shape (n_centers, n_features)
-        In X's dtype.
+        The centers, in X's dtype.
     center_indices_ : ndarray of shape (n_centers,), dtype int64
         Global row index of each center (-1 for given centers; the seed row of a k-means centroid).
     n_iter_ : int
@@ -489,11 +509,13 @@ class KernelRidgeClassifier(_KernelRidgeClassifier):
         Passes over the data: one for ``gamma='scale'`` on dask input, the centers'
         (``center_passes_``), one for the right-hand side, one an iteration.
     center_passes_ : int
+        Passes over the data the choice of the centers made (part of ``passes_``).
     input_persisted_ : bool
         Whether the fit kept a dask input in memory for its passes (see Notes).
     n_features_in_ : int
+        Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Only for input with string feature names.
+        Names of features seen during ``fit``; only for input with string feature names.
 
     Notes
     -----

@@ -210,10 +210,9 @@ class RBFSlices:
     Why not call scikit-learn here: it allocates fresh float64 temporaries for
     every slice (for float32 data it upcasts chunks of X and Y), and dask's
     worker processes run with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes
-    every such allocation fresh memory from the kernel. Measured on this
-    2-core VM, one 100_000 x 32 float32 block, n_components=1024, one BLAS
-    thread: scikit-learn's kernel per slice 3.35 s, the same with that malloc
-    setting 5.47 s; these buffers 2.72 s with or without it. The numbers are
+    every such allocation fresh memory from the kernel: reused buffers are
+    faster than scikit-learn's kernel a slice, and unaffected by that malloc
+    setting (docs/performance.md, "Slices"). The numbers are
     scikit-learn's: ``-2 x.y + |x|^2 + |y|^2`` in float64 (float32 data is
     upcast slice by slice, as scikit-learn upcasts it), cast to the data's
     dtype, clipped at 0, times -gamma, exponentiated in place.

@@ -2,7 +2,7 @@
 
 In-memory input is validated by scikit-learn's ``validate_data`` (its
 messages) and cut into row slices; dask input is checked on metadata only and
-reduced with :func:`dkapprox.engine._graph.reduce_aligned_rows`, so a fit reads the
+reduced with :func:`dkapprox.engine.reduce_aligned_rows`, so a fit reads the
 data once and the driver receives only the statistics.
 """
 

@@ -76,9 +76,13 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     ----------
     estimator_ : estimator
         The fitted clone.
-    classes_ : ndarray
+    classes_ : ndarray of shape (n_classes,)
         For classifiers, the classes (from ``classes=`` or one pass over y).
     n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during ``fit``; only for dask input with
+        string feature names (a dask DataFrame).
     n_blocks_seen_ : int
         ``partial_fit`` calls made on blocks so far.
 

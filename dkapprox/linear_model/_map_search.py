@@ -85,8 +85,11 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         ``mean_test_score``, ``std_test_score``, ``rank_test_score``. One candidate per
         (map parameters, alpha), alpha fastest.
     best_params_ : dict
+        The chosen candidate's parameters: the map's searched ones and ``'alpha'``.
     best_score_ : float
+        Mean over folds of the chosen candidate's score.
     best_index_ : int
+        Index of the chosen candidate in ``cv_results_``.
     best_estimator_ : sklearn.pipeline.Pipeline
         The fitted map with the best parameters, then a fitted :class:`Ridge` with the best alpha,
         refitted on every row from the search's statistics (no further pass).
@@ -94,12 +97,15 @@ class FeatureMapRidgeCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Passes over the data: the candidate maps' own fits' (Nystroem's ``landmark_passes_``; one
         for ``gamma='scale'`` on dask input), plus one for the statistics of every candidate.
     n_splits_ : int
+        Number of folds.
     fold_sizes_ : ndarray of shape (n_folds,)
+        Rows in each fold.
     fit_seconds_ : dict
         Seconds spent fitting the maps, in the statistics pass, and scoring and refitting.
     n_features_in_ : int
+        Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Only for input with string feature names.
+        Names of features seen during ``fit``; only for input with string feature names.
 
     Notes
     -----

@@ -51,8 +51,7 @@ class _StreamingRidge(BaseEstimator):
         """
         A, B, center_z, center_y = normal_equations(pooled, self.fit_intercept)
         alpha = penalties(alpha, B.shape[1])
-        # one BLAS thread: right after NumPy's OpenBLAS, SciPy's own OpenBLAS pool fights it for the
-        # cores and a millisecond's Cholesky takes hundreds (benchmarks/bench_blas_threads.py)
+        # one BLAS thread: NumPy's and SciPy's BLAS pools fight over the cores (benchmarks/bench_blas_threads.py)
         with threadpool_limits(1):
             W, self.solver_ = solve_ridge(A, B, alpha if alpha.size > 1 else alpha[0])
         coef = W.T.astype(dtype)
@@ -137,14 +136,20 @@ class Ridge(_StreamingRegressor):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
-        In X's dtype (float32 stays float32, as in scikit-learn); raveled for
-        a single target, even from y of shape (n_samples, 1), as in
-        scikit-learn 1.9.
+        Weight vector(s), in X's dtype (float32 stays float32, as in
+        scikit-learn); raveled for a single target, even from y of shape
+        (n_samples, 1), as in scikit-learn 1.9.
     intercept_ : float or ndarray of shape (n_targets,)
+        Independent term of the linear model: a float for 1-D y, one per
+        target for 2-D y; 0.0 with ``fit_intercept=False``.
     solver_ : {'cholesky', 'eigh'}
         How the system was solved (eigh, a minimum-norm solution, when
         ``X^T X + alpha I`` is singular).
     n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during ``fit``; only for input with string
+        feature names.
 
     Notes
     -----
@@ -216,11 +221,20 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_classes, n_features)
-        One row per class; raveled for two classes (as scikit-learn 1.9 does).
+        Weight vectors, one row per class; raveled for two classes (as
+        scikit-learn 1.9 does).
     intercept_ : float or ndarray of shape (1,) or (n_classes,)
+        Independent term of each class's regression (one for two classes);
+        0.0 with ``fit_intercept=False``.
     classes_ : ndarray of shape (n_classes,)
+        The class labels (the column indices of a multilabel indicator y).
     solver_ : {'cholesky', 'eigh'}
+        How the system was solved, as in :class:`Ridge`.
     n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during ``fit``; only for input with string
+        feature names.
 
     Notes
     -----

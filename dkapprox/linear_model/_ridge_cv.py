@@ -113,13 +113,26 @@ class RidgeCV(_StreamingRegressor):
     Attributes
     ----------
     alpha_ : float or ndarray of shape (n_targets,)
+        The chosen alpha; one per target with ``alpha_per_target`` and
+        several targets.
     best_score_ : float or ndarray of shape (n_targets,)
         Mean over folds of the chosen alpha's score.
     cv_scores_ : ndarray of shape (n_folds, n_alphas) or (n_folds, n_alphas, n_targets)
         Score of every fold and alpha (per target with ``alpha_per_target``).
     fold_sizes_ : ndarray of shape (n_folds,)
-    coef_, intercept_, solver_, n_features_in_ :
-        As in :class:`Ridge`, for the model refitted on all rows with ``alpha_``.
+        Rows in each fold.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Weight vector(s) of the model refitted on all rows with ``alpha_``,
+        as :class:`Ridge`'s ``coef_``.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Independent term of that model, as :class:`Ridge`'s ``intercept_``.
+    solver_ : {'cholesky', 'eigh'}
+        How that model's system was solved, as :class:`Ridge`'s ``solver_``.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during ``fit``; only for input with string
+        feature names.
 
     Examples
     --------
@@ -216,9 +229,8 @@ def cv_scores(folds, total, alphas, scoring, fit_intercept):
     """Scores (n_folds, n_alphas, n_targets): n_folds reductions of a d x d matrix on the driver.
 
     ``folds``: per-fold Moments, ``total``: their pool. Each solve runs on one BLAS thread and the
-    folds run in parallel threads (LAPACK releases the GIL): NumPy's and SciPy's OpenBLAS each
-    spinning a thread per core fight over the cores and make the solves an order of magnitude
-    slower (benchmarks/bench_blas_threads.py).
+    folds run in parallel threads (LAPACK releases the GIL): NumPy's and SciPy's BLAS pools, each
+    with a thread per core, would fight over the cores (benchmarks/bench_blas_threads.py measures it).
     """
     train = without_folds(folds, total)
     n_folds = folds.count.shape[0]

@@ -133,11 +133,10 @@ class Nystroem(BlockwiseTransformer):
         kernel terms and ``l * m`` multiply-adds per row (plain Nystroem(l):
         ``l * n_features + l^2``); the fit costs the selection of ``l``
         landmarks, the ``l x l`` eigendecompositions and the pass, about ``1.5
-        l^2`` float64 multiply-adds per row (measured, 400,000 x 32 float32 rows
-        on 2 threads, m = 256, l = 1024: fit 10.6 s against 0.24 s for plain
-        Nystroem(1024); transform 2.9 us a row against 0.87 for Nystroem(256)
-        and 7.5 for Nystroem(1024)). Measured on scikit-learn's digits, breast
-        cancer and diabetes data (rbf, two gammas; benchmarks/bench_nystroem.py),
+        l^2`` float64 multiply-adds per row (timed in the documentation's
+        "Performance" page, "Rank-restricted Nystroem"). Measured on
+        scikit-learn's digits, breast cancer and diabetes data (rbf, two
+        gammas; benchmarks/bench_nystroem.py),
         as a ratio to the optimal rank-``m`` error in the Frobenius norm:
         plain uniform Nystroem(m) 1.35-2.71; ``l = 4 m`` uniform 1.06-1.21,
         rpcholesky 1.01-1.21, leverage 1.04-1.19, kmeans 1.00-1.07, and kmeans with
@@ -170,8 +169,10 @@ class Nystroem(BlockwiseTransformer):
         and dask input, plus the one that counts rows when a dask array's chunk
         sizes are unknown.
     n_features_in_ : int
+        Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Only for input with string feature names.
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Notes
     -----

@@ -11,7 +11,7 @@ at most ``1 + m / (l - m - 1)`` times the best rank-``m`` error in the Schatten-
 their sketches).
 
 The sum ``Z^T Z`` is formed in float64, a slice of rows at a time, whatever the data's
-dtype, and folded over the row blocks with :mod:`dkapprox.engine._graph`'s running total: only
+dtype, and folded over the row blocks with :mod:`dkapprox.engine`'s running total: only
 rounding depends on the chunking. The eigenvectors' signs are fixed (the entry of largest
 magnitude of each is positive), so two chunkings give the same features within rounding,
 not features of opposite signs. Only the span of eigenvectors of a repeated eigenvalue

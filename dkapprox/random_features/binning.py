@@ -137,8 +137,16 @@ class RandomBinningFeatures(BlockwiseTransformer):
     shifts_ : ndarray of shape (n_grids, n_features)
         Grid offsets, uniform in ``[0, pitch)``, float64.
     hash_multipliers_ : ndarray of shape (n_grids, n_features), dtype uint64
+        Odd 64-bit multipliers of each grid's multiply-shift hash of a
+        row's integer cell coordinates.
     hash_increments_ : ndarray of shape (n_grids,), dtype uint64
+        Each grid's constant added to that hash before MurmurHash3's
+        finalizer, whose bits give the row's column and sign.
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Examples
     --------

@@ -115,9 +115,10 @@ class RandomFourierFeatures(BlockwiseTransformer):
           applied with a fast Walsh-Hadamard transform in
           ``O(n_components log n_features)`` per row after padding
           ``n_features`` to a power of two; the dense matrix is never built.
-          It beats a float32 GEMM from about 1024 features on (measured on
-          one core, 4096 components: about 2x at 1024 features, 5-6x at
-          4096); below that the dense product of 'orthogonal' is faster.
+          It beats a float32 GEMM from about 1024 features on (one core,
+          4096 components: about 2x at 1024 features, 5-6x at 4096;
+          ``benchmarks/bench_random_features.py``); below that the dense
+          product of 'orthogonal' is faster.
           Rows are rescaled by the kernel's radial distribution. For the
           product spectra (laplacian, cauchy) one draw of coordinate scales
           is shared by each block of the padded size: still unbiased, but
@@ -145,6 +146,10 @@ class RandomFourierFeatures(BlockwiseTransformer):
         Coordinate scales of each block for the product spectra, None for
         radial ones ('structured' only).
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     See Also
     --------

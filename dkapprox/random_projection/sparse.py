@@ -29,10 +29,21 @@ class SparseRandomProjection(BaseRandomProjection):
     Attributes
     ----------
     n_components_ : int
+        Number of components: ``n_components``, or the Johnson-Lindenstrauss
+        bound's when ``n_components='auto'``.
     components_ : sparse matrix of shape (n_components, n_features)
+        Random matrix used for the projection, CSR, in the training data's dtype.
     inverse_components_ : ndarray of shape (n_features, n_components)
-    density_ : float
+        Pseudo-inverse of the components; only with
+        ``compute_inverse_components=True``.
+    density_ : float in range 0.0 - 1.0
+        Density of the components: ``density``, or ``1 / sqrt(n_features)``
+        when ``density='auto'``.
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings.
 
     Examples
     --------

@@ -23,10 +23,10 @@ def touched_empty(shape, dtype=np.float64):
     """``np.empty(shape, dtype)`` with each memory page written once, in one sequential pass.
 
     A block function that fills a large fresh output slice by slice takes the page faults inside
-    its loop. With two threads of one process doing that at once (dask's threaded scheduler),
-    measured on a 2-core VM with transparent huge pages on ``madvise`` (NumPy's default), two
-    RBFSampler(1024) blocks of 100,000 float64 rows took 1.4 s instead of 0.39 s in four runs
-    out of six; touching the pages first made every run 0.38-0.40 s. The values stay arbitrary.
+    its loop. With two threads of one process doing that at once (dask's threaded scheduler), a
+    pair of blocks took several times as long in most runs; touching the pages first in one pass
+    made every run as fast as the best (docs/performance.md, "Tiles";
+    benchmarks/bench_kernels.py measures it). The values stay arbitrary.
     """
     out = np.empty(shape, dtype=dtype)
     flat = out.reshape(-1)

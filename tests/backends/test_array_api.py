@@ -1,4 +1,4 @@
-"""Block functions through the array API, checked on the CPU with array-api-strict (issue 22).
+"""Block functions through the array API, checked on the CPU with array-api-strict.
 
 array-api-strict's ``Device('device1')`` behaves as a GPU does for CuPy: NumPy refuses to
 convert its arrays ("Can't convert array on the ... device to a NumPy array") and arrays of
@@ -18,9 +18,9 @@ from _estimators import CONTRACT
 from _rounding import assert_chunking_promise
 
 import dkapprox
-from dkapprox import _registry
+from dkapprox import _registry, engine
 from dkapprox.backends import _stats, _xp
-from dkapprox.engine import _graph
+from dkapprox.engine import _blocks
 from dkapprox.kernel_approximation.rbf import fourier_features
 
 DEVICE = xs.Device("device1")
@@ -108,12 +108,12 @@ def test_the_state_reaches_a_device_once_whatever_the_number_of_blocks():
     before = _xp.copies["count"]
     blocks = [on_device(b) for b in np.array_split(data(), 5)]
     # the engine's own task function, as a worker runs it: the shipped state object, block after block
-    outs = [_graph._run_block(b, state, fourier_features, None) for b in blocks]
+    outs = [_blocks._run_block(b, state, fourier_features, None) for b in blocks]
     assert _xp.copies["count"] - before == 1
     np.testing.assert_allclose(np.vstack([to_host(o) for o in outs]),
                                np.vstack([fourier_features(to_host(b), state) for b in blocks]), atol=1e-12)
     # another device is another copy; the copy goes when the shipped state does
-    _graph._run_block(xs.asarray(data(), device=xs.Device("device2")), state, fourier_features, None)
+    _blocks._run_block(xs.asarray(data(), device=xs.Device("device2")), state, fourier_features, None)
     assert _xp.copies["count"] - before == 2
     keys = [k for k in _xp._cache if k[0] == id(state)]
     assert len(keys) == 2
@@ -209,7 +209,7 @@ def test_landmark_passes_over_dask_blocks_on_a_device_choose_what_numpy_blocks_c
 ])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the map of the bad block, queued
 def test_a_bad_device_block_raises_after_its_work_is_queued(bad, message):
-    """The check of a device block in a dask task is waited for after the block's work (issue 41)."""
+    """The check of a device block in a dask task is waited for after the block's work."""
     import dask.array as da
 
     X = data()
@@ -243,11 +243,11 @@ def test_one_thread_at_a_time_queues_work_on_a_device(turns):
 
     X = da.from_array(data(n=80), chunks=(10, -1)).map_blocks(on_device, dtype=np.float64, meta=np.empty((0, 0)))
     with dask.config.set({"dkapprox.device-turns": turns}):
-        Z = _graph.map_rows(X, block_fn, None, n_out=7, dtype=np.float64, name="turns")
+        Z = engine.map_rows(X, block_fn, None, n_out=7, dtype=np.float64, name="turns")
         Z.compute(scheduler="threads", num_workers=4)
     assert most[0] == 1 if turns else most[0] > 1
     running[0] = most[0] = 0
     host = da.from_array(data(n=80), chunks=10)
-    Z = _graph.map_rows(host, block_fn, None, n_out=7, dtype=np.float64, name="turns-host")
+    Z = engine.map_rows(host, block_fn, None, n_out=7, dtype=np.float64, name="turns-host")
     Z.compute(scheduler="threads", num_workers=4)
     assert most[0] > 1

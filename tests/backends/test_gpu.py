@@ -1,11 +1,10 @@
-"""Blocks on a GPU (issue 22): CuPy in gives CuPy out, dask arrays of CuPy chunks stay CuPy, jobs with --device cuda.
+"""Blocks on a GPU: CuPy in gives CuPy out, dask arrays of CuPy chunks stay CuPy, jobs with --device cuda.
 
 The tests marked ``gpu`` need CuPy and an NVIDIA GPU, and skip where there is none: the one
-place a skip is right (CI has no GPU). They ran, and pass, on an H100 (issue 32:
-``benchmarks/gpu_session.sh`` is that run; docs/gpu.md has what it found). What runs
-everywhere: a machine without CuPy or a GPU refuses ``--device cuda`` with exit 69 before it
-writes anything, never computing on the CPU in silence. The CPU side of the same block
-functions is tests/backends/test_array_api.py.
+place a skip is right (CI has no GPU). They ran, and pass, on a GPU (``benchmarks/gpu_session.sh``
+is that run; docs/gpu.md has what it found). What runs everywhere: a machine without CuPy or a
+GPU refuses ``--device cuda`` with exit 69 before it writes anything, never computing on the CPU
+in silence. The CPU side of the same block functions is tests/backends/test_array_api.py.
 """
 
 import importlib.util
@@ -201,7 +200,7 @@ def test_landmark_passes_over_dask_cupy_blocks_run_on_the_gpu(landmarks, n_landm
     assert_chunking_promise(got, X, cupy.asnumpy(Z.compute()), got.transform(X), what=f"{landmarks} on dask-CuPy")
 
 
-# KernelRidge on CuPy (issue 41, item 5): the twins of tests/kernel_ridge/test_device.py, whose docstring
+# KernelRidge on CuPy: the twins of tests/kernel_ridge/test_device.py, whose docstring
 # derives the tolerances (float64: 1e-8; float32: 2e-3 against the NumPy float32 fit, 1e-3 against float64)
 KRR_CASES = [("rbf", dict(gamma=0.3), np.float64), ("rbf", dict(gamma=0.3), np.float32),
              ("laplacian", dict(gamma=0.2), np.float64), ("polynomial", dict(degree=2, gamma=0.5), np.float64)]
@@ -299,7 +298,7 @@ def test_kernel_ridge_on_cupy_many_slices_a_block_give_what_one_slice_gives(monk
 
 
 def test_one_gpu_extra_per_cuda_major_version():
-    """CuPy ships one package per CUDA major version; so do our extras (issue 32: CUDA 13 ran)."""
+    """CuPy ships one package per CUDA major version; so do our extras (CUDA 13 ran)."""
     import tomllib
     from pathlib import Path
 
@@ -315,7 +314,7 @@ def test_one_gpu_extra_per_cuda_major_version():
 @pytest.mark.gpu
 @pytest.mark.parametrize("turns", [True, False])
 def test_a_bad_block_among_dask_cupy_blocks_raises_scikit_learns_message_with_or_without_turns(turns):
-    """The check of a CuPy block is waited for after its work is queued (dkapprox.engine._device_turns, issue 41)."""
+    """The check of a CuPy block is waited for after its work is queued (dkapprox.engine._device_turns)."""
     import cupy
     import dask
 

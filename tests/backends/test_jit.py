@@ -163,7 +163,7 @@ def test_float32_maps_each_tile_as_numpy_would_and_never_loads_numba(features):
     By hand means the same BLAS calls: the offset is one more row of the weights against a column of
     ones (dkapprox.backends._jit._tiled_numpy), a 17-term sum rounded once, not ``X @ W`` then ``+= b``
     (rounded twice). The two agree only on kernels that add the 17th product last (Sandybridge,
-    Prescott); under Haswell and Zen kernels 4 to 10% of the values differ. Both sides on one BLAS
+    Prescott); under other kernels (Haswell's) some of the values differ. Both sides on one BLAS
     thread, as a block task runs (promise 1 of docs/precision.md)."""
     code = f"""
 import sys, numpy as np, dkapprox

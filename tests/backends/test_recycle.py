@@ -171,7 +171,7 @@ def test_features_through_dask_with_recycled_blocks_equal_fresh_ones(dtype):
 
 
 def test_by_default_a_wave_of_one_output_a_core_is_kept_for_the_next_wave(monkeypatch):
-    """The threaded scheduler frees one output a core at once; the next wave takes them all (issue 41)."""
+    """The threaded scheduler frees one output a core at once; the next wave takes them all."""
     wave = 6  # a 6-core machine: more than the 4 kept before
     monkeypatch.setattr(os, "cpu_count", lambda: wave)
     recycler = Recycler()

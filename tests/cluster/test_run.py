@@ -84,8 +84,7 @@ def test_parts_are_released_as_they_finish_and_a_spread_state_reaches_every_work
     those of a plain run; a spread state is on every worker before any block asks for it."""
     import dask.array as da
 
-    from dkapprox import Nystroem
-    from dkapprox.engine import _graph
+    from dkapprox import Nystroem, engine
     from dkapprox.io import open_features, write_features
 
     X = np.random.default_rng(0).standard_normal((1200, 16)).astype(np.float32)
@@ -94,7 +93,7 @@ def test_parts_are_released_as_they_finish_and_a_spread_state_reaches_every_work
     with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         pending = write_features(features, str(tmp_path / "f.zarr"), plan={}, compute=False)
-        assert len(pending.parts) == 12 and pending.spread == tuple(_graph.shipped_states(features))
+        assert len(pending.parts) == 12 and pending.spread == tuple(engine.shipped_states(features))
         (key,) = pending.spread
         assert run(client, pending.delayed, parts=pending.parts, spread=pending.spread) == 12
         pending.finalize()

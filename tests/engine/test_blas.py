@@ -1,4 +1,4 @@
-"""BLAS threads inside block tasks (dkapprox.engine._blas, issue 30): one each under every scheduler, as on a
+"""BLAS threads inside block tasks (dkapprox.engine._blas): one each under every scheduler, as on a
 cluster (so a block's bits never depend on what runs beside it), and the user's own setting back after
 every compute, whichever thread ran the last task."""
 
@@ -9,7 +9,8 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from dkapprox.engine import _blas, _graph
+from dkapprox import engine
+from dkapprox.engine import _blas
 
 
 def blas_threads():
@@ -36,7 +37,7 @@ class recorder:  # noqa: N801 (read as a function: recorder(seen, barrier) is th
 
 def graph(block_fn, n_blocks=4):
     X = da.ones((40 * n_blocks, 3), chunks=(40, 3))
-    return _graph.map_rows(X, block_fn, {"unused": 0}, n_out=1, dtype=X.dtype, name="blas-test")
+    return engine.map_rows(X, block_fn, {"unused": 0}, n_out=1, dtype=X.dtype, name="blas-test")
 
 
 def test_two_tasks_at_once_run_on_one_blas_thread_each_and_the_users_setting_comes_back():
@@ -69,7 +70,7 @@ def test_the_same_block_gives_the_same_bits_alone_or_beside_another():
     def product(block, state):
         return block @ state
 
-    lazy = _graph.map_rows(Xd, product, W, n_out=600, dtype=np.float32, name="bits-test")
+    lazy = engine.map_rows(Xd, product, W, n_out=600, dtype=np.float32, name="bits-test")
     with threadpool_limits(limits=2, user_api="blas"):
         alone = lazy.compute(scheduler="sync")
         beside = lazy.compute(scheduler="threads", num_workers=2)
@@ -98,7 +99,7 @@ def test_pass_functions_run_under_the_same_sharing():
         return block.sum()
 
     with threadpool_limits(limits=3, user_api="blas"):
-        total = _graph.tree_reduce(da.ones((80, 2), chunks=(40, 2)), chunk, sum)
+        total = engine.tree_reduce(da.ones((80, 2), chunks=(40, 2)), chunk, sum)
         assert dask.compute(total, scheduler="threads", num_workers=2)[0] == 160
         assert blas_threads() == [3]
     assert seen == [[1]] * 2

@@ -17,8 +17,9 @@ from distributed import Client, LocalCluster
 from sklearn.base import BaseEstimator
 
 import dkapprox
+from dkapprox import engine
 from dkapprox.backends._stats import combine_block_moments, moments
-from dkapprox.engine import _graph
+from dkapprox.engine import _blocks, _state
 
 
 def graph_bytes(arr):
@@ -89,7 +90,7 @@ def test_graph_never_carries_the_estimator():
 
 def test_map_rows_merges_column_chunks_and_keeps_unknown_rows():
     X = da.ones((100, 10), chunks=(30, 3))
-    out = _graph.map_rows(X, lambda b, s: b[:, :2] * s, 2.0, n_out=2, dtype=np.float64, name="t")
+    out = engine.map_rows(X, lambda b, s: b[:, :2] * s, 2.0, n_out=2, dtype=np.float64, name="t")
     assert out.chunks == ((30, 30, 30, 10), (2,))
     assert (out.compute() == 2.0).all()
 
@@ -97,7 +98,7 @@ def test_map_rows_merges_column_chunks_and_keeps_unknown_rows():
 @pytest.mark.parametrize("blocks", [1, 7, 64, 65])
 def test_tree_reduce_fan_in_and_result(blocks):
     X = np.random.default_rng(blocks).normal(size=(blocks * 5, 3))
-    lazy = _graph.tree_reduce(da.from_array(X, chunks=(5, 2)), moments, combine_block_moments, split_every=8)
+    lazy = engine.tree_reduce(da.from_array(X, chunks=(5, 2)), moments, combine_block_moments, split_every=8)
     graph = dict(lazy.__dask_graph__())
     n, mean, m2, bad = dask.compute(lazy)[0]
     assert n == X.size and bad == 0
@@ -118,7 +119,7 @@ def _in_order(parts):
 @pytest.mark.parametrize("blocks", [1, 8, 9, 15, 16, 100])
 def test_running_reduction_folds_every_block_once_in_order_in_a_chain(blocks):
     X = da.ones((blocks * 3, 2), chunks=(3, 1))
-    lazy = _graph.reduce_aligned_rows([X], _rows_seen, _in_order, None, split_every=8, running=True)
+    lazy = engine.reduce_aligned_rows([X], _rows_seen, _in_order, None, split_every=8, running=True)
     graph = dict(lazy.__dask_graph__())
     assert dask.compute(lazy, scheduler="sync")[0] == [(3 * i, 3) for i in range(blocks)]
     combines = [k for k in graph if "_in_order" in str(k)]
@@ -130,7 +131,7 @@ def test_running_reduction_folds_every_block_once_in_order_in_a_chain(blocks):
 def test_row_count_of_unknown_chunks():
     X = da.ones((100, 2), chunks=50)
     masked = rows_where(X, X[:, 0] > 0)
-    assert np.isnan(masked.shape[0]) and sum(_graph.row_sizes(masked)) == 100
+    assert np.isnan(masked.shape[0]) and sum(engine.row_sizes(masked)) == 100
 
 
 def test_dask_weighs_a_shipped_state_by_the_arrays_it_holds():
@@ -217,7 +218,7 @@ def _sum_parts(parts):
 def _numpy_fold(blocks, starts, split_every, running):
     """The same partials and the same fold, on NumPy blocks with plain delayed combines."""
     parts = [_weighted_sums(s, 0.5, *row) for s, row in zip(starts, blocks)]
-    return dask.compute(_graph.fold(parts, _sum_parts, split_every=split_every, running=running))[0]
+    return dask.compute(_blocks.fold(parts, _sum_parts, split_every=split_every, running=running))[0]
 
 
 @pytest.mark.parametrize("running", [False, True])
@@ -234,14 +235,14 @@ def test_a_pass_reads_each_row_block_inside_its_own_task(tmp_path, running):
     # a map over a NumPy source: two tasks a block, fused (a map, not `** 1.0`: array expressions make the
     # scalar a 0-d array, a key all blocks share)
     wd = da.from_array(w, chunks=10).map_blocks(np.positive)
-    lazy = _graph.reduce_aligned_rows([Xz, y, wd], _weighted_sums, _sum_parts, 0.5, split_every=4, running=running)
+    lazy = engine.reduce_aligned_rows([Xz, y, wd], _weighted_sums, _sum_parts, 0.5, split_every=4, running=running)
     graph = dict(lazy.__dask_graph__())
     passes = [k for k in graph if isinstance(k, tuple) and k[0].startswith("_weighted_sums-")]
     combines = [k for k in graph if isinstance(k, tuple) and k[0].startswith("_sum_parts-")]
     assert len(passes) == 9 and len(combines) == (3 if running else 4)  # 4, 3, 2 partials; or 9 -> 3 -> 1
     shared = set(graph) - set(passes) - set(combines)
     # the state and the Zarr array every read opens; no block of X, y or w is a key of its own
-    assert len(shared) == 2 and _graph.ship(0.5).key in shared, shared
+    assert len(shared) == 2 and _state.ship(0.5).key in shared, shared
     assert all(len(graph[k].dependencies) <= 2 for k in passes)  # the state and the Zarr array, nothing else
     got = dask.compute(lazy, scheduler="sync")[0]
     blocks = [(X[s : s + 10], y[s : s + 10], w[s : s + 10]) for s in range(0, 90, 10)]
@@ -258,7 +259,7 @@ def test_a_pass_over_unknown_row_sizes_and_sparse_blocks_nests_them_too():
     Xd, wd = da.from_array(dense, chunks=(12, 2)), da.from_array(rng.random(60), chunks=12)
     Xm, ym, wm = (rows_where(a, Xd[:, 0] > -0.5) for a in (Xd, Xd[:, 1], wd))
     assert np.isnan(Xm.chunks[0][0])
-    got = dask.compute(_graph.reduce_aligned_rows([Xm, ym, wm], _weighted_sums, _sum_parts, 0.5), scheduler="sync")[0]
+    got = dask.compute(engine.reduce_aligned_rows([Xm, ym, wm], _weighted_sums, _sum_parts, 0.5), scheduler="sync")[0]
     w = wd.compute()
     rows = [slice(s, s + 12) for s in range(0, 60, 12)]
     blocks = [(dense[r][keep[r]], dense[r, 1][keep[r]], w[r][keep[r]]) for r in rows]
@@ -266,7 +267,7 @@ def test_a_pass_over_unknown_row_sizes_and_sparse_blocks_nests_them_too():
 
     S = sp.random(60, 5, density=0.3, format="csr", random_state=0)
     y, w = rng.standard_normal(60), rng.random(60)
-    lazy = _graph.reduce_aligned_rows([da.from_array(S, chunks=(15, 5), asarray=False), y, w], _weighted_sums,
+    lazy = engine.reduce_aligned_rows([da.from_array(S, chunks=(15, 5), asarray=False), y, w], _weighted_sums,
                                       _sum_parts, 0.5)
     assert len(dict(lazy.__dask_graph__())) == 4 + 3  # the passes; the state, the sparse source, the combine
     blocks = [(S[s : s + 15], y[s : s + 15], w[s : s + 15]) for s in range(0, 60, 15)]
@@ -275,11 +276,9 @@ def test_a_pass_over_unknown_row_sizes_and_sparse_blocks_nests_them_too():
 
 
 def test_a_pass_graph_of_ten_thousand_blocks_is_one_layer_of_a_task_a_block():
-    # one layer of tasks, not a delayed object a block: a running fold's merged graphs made it quadratic
-    # (87 s to build at 10^4 blocks, 7.9 s as a tree; under a second either way now: a benchmark's figure,
-    # measured once, not asserted here). What can be asserted is the shape: one layer, a task a block.
+    # one layer of tasks, not a delayed object a block, whose merged graphs made the build quadratic: the shape
     X = da.ones((20_000, 2), chunks=(2, 2))
-    lazy = _graph.reduce_aligned_rows([X, np.zeros(20_000)], _rows_seen_y, _in_order, None, running=True)
+    lazy = engine.reduce_aligned_rows([X, np.zeros(20_000)], _rows_seen_y, _in_order, None, running=True)
     graph = lazy.__dask_graph__()
     assert len(graph.layers) == 1 and len(dict(graph)) < 1.2 * 10_000
 

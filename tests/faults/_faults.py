@@ -26,7 +26,7 @@ from dask.utils import key_split
 from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from dkapprox.engine import _graph
+from dkapprox import engine
 
 # Scheduler task states of a task that still has to run (again). A task that
 # ran is "memory" (kept) or "released"/forgotten (consumed by its dependents).
@@ -54,7 +54,7 @@ def target_rows(i, start, stop, n_cols, seed):
 
 def slow_input(n_blocks, block_rows, n_cols, *, seed=0, pause=0.005):
     """A lazy ``(n_blocks * block_rows, n_cols)`` float64 array made on the workers, block by block."""
-    return _graph.generate_rows(input_rows, n_blocks * block_rows, n_cols, chunk_rows=block_rows,
+    return engine.generate_rows(input_rows, n_blocks * block_rows, n_cols, chunk_rows=block_rows,
                                 dtype=np.float64, name="fault-input", args=(n_cols, seed, pause))
 
 
@@ -66,7 +66,7 @@ def input_blocks(n_blocks, block_rows, n_cols, *, seed=0):
 
 def slow_target(n_blocks, block_rows, n_cols, *, seed=0):
     """The lazy 1-D target matching :func:`slow_input` (same seed and blocks)."""
-    y = _graph.generate_rows(target_rows, n_blocks * block_rows, 1, chunk_rows=block_rows, dtype=np.float64,
+    y = engine.generate_rows(target_rows, n_blocks * block_rows, 1, chunk_rows=block_rows, dtype=np.float64,
                              name="fault-target", args=(n_cols, seed))
     return y[:, 0]
 

@@ -238,16 +238,16 @@ def test_the_block_model_counts_each_row_aligned_array_plus_one_output_row(tmp_p
 
 
 def test_a_pass_task_is_named_by_the_block_read_inside_it(tmp_path):
-    # A fit's pass task holds its row's read and transform (dkapprox.engine._graph.reduce_aligned_rows): a
+    # A fit's pass task holds its row's read and transform (dkapprox.engine.reduce_aligned_rows): a
     # worker dying on it names the features' block nested in it, the largest thing it makes.
+    from dkapprox import engine
     from dkapprox.cluster._memory import _task_block
-    from dkapprox.engine import _graph
     from dkapprox.learning._streaming import block_moments
 
     X = _input(tmp_path / "x.zarr", 4_000)
     Z = RBFSampler(**WIDE).fit(X).transform(io.open_array(tmp_path / "x.zarr").rechunk({0: 1_000}))
     y = X[:, 0].astype(np.float64)
-    lazy = _graph.reduce_aligned_rows([Z, y], block_moments, len, None)
+    lazy = engine.reduce_aligned_rows([Z, y], block_moments, len, None)
     passes = [k for k in dict(lazy.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("block_moments-")]
     assert len(passes) == 4
     assert _task_block(passes[1], (lazy, Z, y)) == ((1_000, 2048), "float32")

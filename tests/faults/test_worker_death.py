@@ -48,7 +48,7 @@ from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from dkapprox import RBFSampler
-from dkapprox.engine import _graph
+from dkapprox.engine import _blocks, _state
 from dkapprox.linear_model import Ridge, RidgeCV
 
 pytestmark = pytest.mark.slow
@@ -266,7 +266,7 @@ def test_a_scattered_state_is_lost_when_every_worker_dies_and_the_shipped_state_
 
     # dkapprox's graph holds the state as a task with its data: nothing refers to worker memory
     [state_key] = [k for k in Z.__dask_graph__() if key_split(k) == type(state).__name__]
-    assert state_key == _graph.ship(state).key
+    assert state_key == _state.ship(state).key
     assert futures_of(Z) == []
     held = Z.__dask_graph__()[state_key]
     held = getattr(held, "value", held)
@@ -278,7 +278,7 @@ def test_a_scattered_state_is_lost_when_every_worker_dies_and_the_shipped_state_
     lost = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[key].run_spec is None)
     assert lost  # the scheduler has no recipe for scattered data
     name = f"scattered-transform-{tokenize(X.name, scattered.key)}"
-    Zs = da.map_blocks(_graph._run_block, X, scattered, type(est)._block_fn, None, chunks=Z.chunks,
+    Zs = da.map_blocks(_blocks._run_block, X, scattered, type(est)._block_fn, None, chunks=Z.chunks,
                        dtype=Z.dtype, meta=Z._meta, name=name)
     future = client.compute(Zs)
     progress = wait_for_progress(client, "scattered-transform", N_BLOCKS, 0.5)

@@ -15,7 +15,7 @@ from _rounding import transform_by_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dkapprox.engine import _graph
+from dkapprox import engine
 from dkapprox.errors import IncompleteStoreError, InputDataError, OutputExistsError, ResumeMismatchError
 from dkapprox.io import describe, open_array, open_features, write_features
 from dkapprox.io.writer import _storable
@@ -74,7 +74,7 @@ def test_every_block_becomes_exactly_one_zarr_chunk(row_chunks, col_chunks):
 def test_misaligned_writes_lose_data_and_ours_never_do(tmp_path):
     rows = (60, 140) * 60  # irregular row blocks, as after filtering or concatenating
     X = da.ones((sum(rows), 8), chunks=(rows, 8), dtype="f4")
-    lost = [] if not _graph.expression_mode() else [1]  # array expressions have no da.store ("not implemented")
+    lost = [] if not engine.expression_mode() else [1]  # array expressions have no da.store ("not implemented")
     for attempt in range(3 if not lost else 0):  # the naive path: a 100-row Zarr chunk shared by two blocks, no lock
         z = zarr.create_array(str(tmp_path / f"naive{attempt}.zarr"), shape=X.shape, chunks=(100, 8),
                               dtype="f4", fill_value=0.0)

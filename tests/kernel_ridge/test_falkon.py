@@ -13,8 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from dkapprox import Nystroem
-from dkapprox.engine import _graph
+from dkapprox import Nystroem, engine
 from dkapprox.kernel_ridge._falkon import Centers, PassState, combine_normal, normal_partial
 from dkapprox.kernels import Kernel
 from dkapprox.learning._targets import NumericTargets
@@ -106,7 +105,7 @@ def test_a_pass_is_chunk_invariant_within_the_rounding_of_a_sum():
     K = pairwise_kernels(X, X[:64], metric="rbf", gamma=0.5)
     bound = 3000 * np.finfo(np.float64).eps * (np.abs(K).T @ np.abs(y))[:, None]
     for chunks in (100, 777, 1500):
-        reduced = _graph.reduce_aligned_rows([da.from_array(X, chunks=chunks), y], normal_partial, combine_normal,
+        reduced = engine.reduce_aligned_rows([da.from_array(X, chunks=chunks), y], normal_partial, combine_normal,
                                              state)
         part = reduced.compute()[0]
         assert np.all(np.abs(part - whole) <= bound)

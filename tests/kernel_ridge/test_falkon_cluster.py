@@ -42,7 +42,7 @@ def test_zarr_input_read_once_a_pass_when_it_does_not_fit_and_kept_when_it_does(
     streamed, reads, passes, report = runs[1e-9]
     assert not streamed.input_persisted_
     # uniform centers read only the blocks that hold one, each read a task; then every block once a pass,
-    # inside the pass's task of its row (dkapprox.engine._graph.reduce_aligned_rows): no read of its own
+    # inside the pass's task of its row (dkapprox.engine.reduce_aligned_rows): no read of its own
     assert reads <= 10 * streamed.center_passes_
     assert passes == 10 * (streamed.passes_ - streamed.center_passes_)
     assert report.restarts == 0 and not report.paused and not any(report.spilled_bytes.values())

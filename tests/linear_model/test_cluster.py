@@ -44,7 +44,7 @@ def test_cluster_fits_equal_local_fits_and_features_are_made_on_workers():
                 remote[name] = pipe.fit(Xd, targets[name])
             keys = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
             # every block's features, made by a worker: as tasks of their own (Incremental's blocks), or
-            # inside the pass task of their row, which folds them (dkapprox.engine._graph.reduce_aligned_rows)
+            # inside the pass task of their row, which folds them (dkapprox.engine.reduce_aligned_rows)
             made = [k for k in keys if str(k).startswith(("rbfsampler-transform", "block_moments"))]
             assert len(made) >= Xd.numblocks[0], name
             assert {t["worker"] for t in stream.data} <= workers

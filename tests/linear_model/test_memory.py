@@ -46,7 +46,7 @@ class Measure(Callback):
         self.graph.update(dsk)
 
     def read_inside(self, key):
-        """The keys of the tasks nested in task ``key``: the blocks it reads (dkapprox.engine._graph)."""
+        """The keys of the tasks nested in task ``key``: the blocks it reads (dkapprox.engine)."""
         return set(_nested_keys(self.graph[key]))
 
     def _pretask(self, key, dsk, state):
@@ -117,7 +117,7 @@ def blocks_read(measure, prefix, name):
 @pytest.mark.parametrize("model", [Ridge(), RidgeCV(n_folds=3, random_state=0)], ids=["ridge", "ridge_cv"])
 def test_fit_reads_every_block_of_the_data_exactly_once(model):
     measure, X = measured_fit(model, 12)
-    # each block is drawn inside the one pass task of its row (dkapprox.engine._graph.reduce_aligned_rows),
+    # each block is drawn inside the one pass task of its row (dkapprox.engine.reduce_aligned_rows),
     # which ran once, and never as a task of its own
     assert runs(measure, "block_moments") == [1] * X.numblocks[0]
     read = blocks_read(measure, "block_moments", X.name)

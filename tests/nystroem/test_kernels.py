@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from _rounding import assert_chunking_promise, transform_by_blocks
 from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS, pairwise_kernels, rbf_kernel
 
-from dkapprox.engine import _graph
+from dkapprox.engine import _dask_compat
 from dkapprox.kernels import Kernel, RBFSlices, row_slices
 from dkapprox.nystroem import Nystroem
 from dkapprox.nystroem.kernels import NystroemState
@@ -108,7 +108,7 @@ def test_one_row_blocks_within_the_bound_and_the_same_bits_when_computed_again(k
         got = lazy.compute()
         assert_chunking_promise(est, X, got, expected, what=f"{kernel} {chunks}")
         np.testing.assert_array_equal(lazy.compute(), got)
-    sixth = dask.compute(_graph.delayed_blocks(est.transform(da.from_array(X, chunks=1)))[5])[0]
+    sixth = dask.compute(_dask_compat.delayed_blocks(est.transform(da.from_array(X, chunks=1)))[5])[0]
     np.testing.assert_array_equal(est.transform(X[5:6]), sixth)
 
 
