@@ -9,7 +9,7 @@ from _estimators import CHECKS, CONTRACT
 
 import dkapprox
 from dkapprox import _registry, cli
-from dkapprox.cli._jobs import DEFAULT_RANDOM_STATE, make_estimator
+from dkapprox.cli._jobs import DEFAULT_RANDOM_STATE, METHODS, make_estimator
 from dkapprox.models._state_codec import public_estimators
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -34,8 +34,8 @@ def test_every_public_estimator_is_registered():
 
 
 def test_cli_methods_and_model_files_derive_from_the_registry():
-    assert cli.METHODS == {cls._cli_name: cls for cls in _registry.TRANSFORMERS if hasattr(cls, "_cli_name")}
-    assert sorted(cli.METHODS) == ["additive_chi2", "binning", "fourier", "gaussian", "nystroem", "poly", "rbf",
+    assert METHODS == {cls._cli_name: cls for cls in _registry.TRANSFORMERS if hasattr(cls, "_cli_name")}
+    assert sorted(METHODS) == ["additive_chi2", "binning", "fourier", "gaussian", "nystroem", "poly", "rbf",
                                    "skewed_chi2", "sparse"]
     assert public_estimators() == {cls.__name__: cls for cls in _registry.ESTIMATORS}
 
@@ -48,7 +48,7 @@ def test_every_transformer_is_a_method_of_every_command_that_fits():
     assert not missing, f"declare _cli_name (its --method) on {missing}"
     assert len(set(declared.values())) == len(declared), f"two transformers share a --method: {declared}"
     assert _registry.cli_methods() == {name: cls for cls, name in declared.items()}
-    for command in (cli.fit, cli.featurize):
+    for command in (cli.dkapprox.commands["fit"], cli.dkapprox.commands["featurize"]):
         (method,) = (p for p in command.params if p.name == "method")
         assert sorted(method.type.choices) == sorted(declared.values()), command.name
         assert all(f"{name} ({cls.__name__})" in method.help for cls, name in declared.items())

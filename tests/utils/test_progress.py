@@ -155,7 +155,7 @@ def test_compute_returns_what_dask_compute_returns(monkeypatch):
 
 
 def test_the_command_lines_progress_flags_reach_the_fits(monkeypatch):
-    from dkapprox import cli
+    from dkapprox.cli import _options as cli
 
     monkeypatch.delenv(_progress.ENV, raising=False)  # restored after the test
     cli._progress(None)  # no flag: the default, where a person is watching
