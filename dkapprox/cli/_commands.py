@@ -43,8 +43,6 @@ from ._main import EXIT_DATAERR, _debug, dkapprox, log
 from ._options import (
     _client,
     _progress,
-    _refresh_or_overwrite,
-    _wait,
     cluster_options,
     columns_option,
     keep_columns_option,
@@ -52,6 +50,7 @@ from ._options import (
     method_options,
     storage_options,
     write_options,
+    write_settings,
 )
 
 
@@ -105,10 +104,7 @@ def transform(input_path, model_path, out_path, component, overwrite, columns, k
     (resumable: rerun to finish)."""
     from .. import models
 
-    wait = _wait(wait, wait_timeout)
-    _refresh_or_overwrite(refresh, overwrite)
-    options = parse_storage_options(storage_option_items) or None
-    keep = parse_columns(keep_columns, "--keep-columns")
+    wait, options, keep = write_settings(wait, wait_timeout, refresh, overwrite, storage_option_items, keep_columns)
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
     refuse_unless_able(model, "transform", "transform")
@@ -166,10 +162,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
     shrinks them)."""
     from .. import models
 
-    wait = _wait(wait, wait_timeout)
-    _refresh_or_overwrite(refresh, overwrite)
-    options = parse_storage_options(storage_option_items) or None
-    keep = parse_columns(keep_columns, "--keep-columns")
+    wait, options, keep = write_settings(wait, wait_timeout, refresh, overwrite, storage_option_items, keep_columns)
     est = make_estimator(method, n_components=n_components, gamma=gamma, random_state=random_state,
                          params=params)
     refuse_host_only(est, device)
@@ -286,10 +279,7 @@ def predict(input_path, model_path, out_path, scores, component, overwrite, colu
     resumed, refreshed and verified (`dkapprox verify`) as `transform`'s output is."""
     from .. import models
 
-    wait = _wait(wait, wait_timeout)
-    _refresh_or_overwrite(refresh, overwrite)
-    options = parse_storage_options(storage_option_items) or None
-    keep = parse_columns(keep_columns, "--keep-columns")
+    wait, options, keep = write_settings(wait, wait_timeout, refresh, overwrite, storage_option_items, keep_columns)
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
     refuse_unless_able(model, "decision_function" if scores else "predict", "predict")

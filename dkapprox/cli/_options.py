@@ -10,7 +10,7 @@ import sys
 import click
 
 from .. import errors
-from ._jobs import DEFAULT_RANDOM_STATE, METHODS
+from ._jobs import DEFAULT_RANDOM_STATE, METHODS, parse_columns, parse_storage_options
 from ._main import _debug
 
 
@@ -116,15 +116,15 @@ def _progress(flag):
     return sys.stderr.isatty() if flag is None else flag
 
 
-def _refresh_or_overwrite(refresh, overwrite):
+def write_settings(wait, wait_timeout, refresh, overwrite, storage_option_items, keep_columns):
+    """What every writing command reads from its options first: ``(wait, storage_options, keep)``.
+
+    ``wait`` is write_features' ``wait=``: False, True (a day at most) or seconds (--wait-timeout
+    implies --wait)."""
     if refresh and overwrite:
         raise click.UsageError("give --refresh or --overwrite, not both: --refresh keeps the blocks still right")
-
-
-def _wait(flag, timeout):
-    """write_features' ``wait=``: False, True (a day at most) or seconds (--wait-timeout implies --wait)."""
-    return timeout if timeout is not None else bool(flag)
-
+    return (wait_timeout if wait_timeout is not None else bool(wait),
+            parse_storage_options(storage_option_items) or None, parse_columns(keep_columns, "--keep-columns"))
 
 
 def kernel_ridge_options(fn):
