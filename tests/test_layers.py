@@ -49,7 +49,7 @@ LAYERS = [
     # the estimators: state + block function; no dask code of their own
     ("estimators", ["dkapprox._base", "dkapprox.kernel_approximation", "dkapprox.random_projection",
                     "dkapprox.random_features", "dkapprox.nystroem", "dkapprox.learning", "dkapprox.kernel_ridge",
-                    "dkapprox.linear_model", "dkapprox.metrics"],
+                    "dkapprox.gaussian_process", "dkapprox.linear_model", "dkapprox.metrics"],
      ["foundation", "engine", "utils", "backends", "kernels", "inputs"]),
     ("registry", ["dkapprox._registry"], ["foundation", "utils", "estimators"]),
     # model files: the registry's estimators saved and rebuilt, through storage's locations

@@ -1,0 +1,108 @@
+"""The two passes of the sparse bound and the predictive block function: pure NumPy, one row block each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from .. import engine, inputs
+
+IN_MEMORY_ROWS = 8192  # rows a block when the data is in memory: K_bm stays 8192 x m
+
+
+@dataclass(frozen=True)
+class PassState:
+    """What a pass task needs: the kernel, the centers, the normalization of y, the gradient's weights."""
+
+    params: object  # _kernels.Stationary
+    centers: np.ndarray
+    y_mean: np.ndarray
+    y_std: np.ndarray
+    L: np.ndarray  # chol(K_mm + jitter)
+    check: object = None  # BlockCheck of dask blocks (NumPy input was checked whole)
+    G_C: np.ndarray | None = None  # the gradient pass's weights (_bound.Bound)
+    beta_over_noise: np.ndarray | None = None
+
+
+def _targets(state, y):
+    y = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+    if not np.isfinite(y).all():
+        kind = "NaN" if np.isnan(y).any() else "infinity or a value too large for dtype('float64')"
+        raise ValueError(f"Input y contains {kind}.")
+    return (y - state.y_mean) / state.y_std
+
+
+def whiten(L, K):
+    """``Φ = K L⁻ᵀ``: the block's Nystroem features."""
+    return scipy.linalg.solve_triangular(L, K.T, lower=True, check_finite=False).T
+
+
+def statistics_partial(row_start, state, X, y):
+    """``(Φ_bᵀΦ_b, Φ_bᵀY_b, ||Y_b||², rows)`` of one block."""
+    if state.check is not None:
+        state.check(X)
+    Y = _targets(state, y)
+    Phi = whiten(state.L, state.params.cross(np.asarray(X, dtype=np.float64), state.centers))
+    return Phi.T @ Phi, Phi.T @ Y, float((Y * Y).sum()), X.shape[0]
+
+
+def gradient_partial(row_start, state, X, y):
+    """The block's share of ``∂F/∂log ℓ``: ``W_b = (2 Φ_b Ĝ + Y_b βᵀ/σ²) L⁻¹`` against ``∂K_b/∂log ℓ``."""
+    Y = _targets(state, y)
+    K, slope, xs, zs = state.params.cross_and_slope(np.asarray(X, dtype=np.float64), state.centers)
+    W_hat = 2.0 * (whiten(state.L, K) @ state.G_C) + Y @ state.beta_over_noise.T
+    W = scipy.linalg.solve_triangular(state.L, W_hat.T, lower=True, trans="T", check_finite=False).T
+    return state.params.length_scale_gradient(W * slope, xs, zs)
+
+
+def combine_sums(parts):
+    """Sum partials that are arrays, floats or tuples of them."""
+    first = parts[0]
+    if isinstance(first, tuple):
+        return tuple(sum(p[i] for p in parts) for i in range(len(first)))
+    return sum(parts)
+
+
+def data_pass(X, y, state, chunk_fn, lazy):
+    """One pass over (X, y): ``chunk_fn`` of every row block, summed; dask input through the engine."""
+    if lazy:
+        reduced = engine.reduce_aligned_rows([X, y], chunk_fn, combine_sums, state, running=True)
+        return inputs.compute(reduced, arrays=[X])[0]
+    return combine_sums([chunk_fn(start, state, X[start:start + IN_MEMORY_ROWS], y[start:start + IN_MEMORY_ROWS])
+                         for start in range(0, max(X.shape[0], 1), IN_MEMORY_ROWS)])
+
+
+@dataclass(frozen=True)
+class PredictState:
+    """The predictive distribution's weights: mean ``K_*m coef``, variance ``k** - ||Φ_*||² + ||L_B⁻¹Φ_*ᵀ||²``
+    (GPflow's SGPR, each row's norms, with no subtraction of two near-equal m x m products)."""
+
+    params: object
+    centers: np.ndarray
+    coef: np.ndarray  # (m, t)
+    L: np.ndarray  # chol(K_mm + jitter)
+    LB: np.ndarray  # chol(I + C/σ²)
+    y_mean: np.ndarray
+    y_std: np.ndarray
+    with_std: bool
+
+
+def predict_block(X, state):
+    """Mean, and with ``with_std`` the standard deviations after it: ``(rows, t)`` or ``(rows, 2t)``, float64."""
+    K = state.params.cross(np.asarray(X, dtype=np.float64), state.centers)
+    mean = K @ state.coef * state.y_std + state.y_mean
+    if not state.with_std:
+        return mean
+    Phi = whiten(state.L, K)
+    inner = scipy.linalg.solve_triangular(state.LB, Phi.T, lower=True, check_finite=False)
+    var = state.params.variance + state.params.noise - (Phi * Phi).sum(axis=1) + (inner * inner).sum(axis=0)
+    std = np.sqrt(np.maximum(var, 0.0))[:, None] * state.y_std
+    return np.concatenate([mean, std], axis=1)
+
+
+def predict_mean_block(X, state):
+    """The mean alone, one column a target (``score``'s block function)."""
+    out = predict_block(X, state)
+    return out[:, 0] if out.shape[1] == 1 else out
