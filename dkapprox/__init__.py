@@ -6,6 +6,7 @@ pure NumPy block function over the row blocks of a dask array at
 """
 
 from ._version import __version__ as __version__
+from .gaussian_process import GaussianProcessRegressor
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .linear_model import (
     FeatureMapRidgeCV,
@@ -23,6 +24,7 @@ from .utils import compute
 __all__ = [
     "AdditiveChi2Sampler",
     "FeatureMapRidgeCV",
+    "GaussianProcessRegressor",
     "GaussianRandomProjection",
     "KernelRidge",
     "KernelRidgeClassifier",

@@ -17,6 +17,7 @@ Adding an estimator: see ARCHITECTURE.md.
 
 from __future__ import annotations
 
+from .gaussian_process import GaussianProcessRegressor
 from .kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from .linear_model import (
     FeatureMapRidgeCV,
@@ -44,7 +45,7 @@ TRANSFORMERS = (
 )
 #: The learners that stream over the features.
 LEARNERS = (Ridge, RidgeCV, RidgeClassifier, Incremental, KernelRidge, KernelRidgeClassifier, KernelRidgeCV,
-            KernelRidgeClassifierCV, FeatureMapRidgeCV)
+            KernelRidgeClassifierCV, FeatureMapRidgeCV, GaussianProcessRegressor)
 ESTIMATORS = TRANSFORMERS + LEARNERS
 
 

@@ -24,9 +24,11 @@ from ..kernels import Kernel
 from ..learning import StreamedScore, check_Xy, in_memory
 from ..nystroem import SELECTORS, Given, make_selector
 from ..utils import HasMethods, Interval, StrOptions, format_size
-from . import _bound, _passes
+from . import _passes, _sparse
 from ._kernels import read_kernel
 
+#: scikit-learn's fitted arrays of the exact GP, kept as this estimator's (a model file saves them)
+_EXACT_STATE = ("kernel_", "X_train_", "y_train_", "alpha_", "L_", "_y_train_mean", "_y_train_std")
 #: the n x n matrices an exact fit, or a covariance, may hold at most, as a fraction of the memory free now
 MEMORY_FRACTION = 0.5
 
@@ -75,16 +77,31 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
     log_marginal_likelihood_value_ : float
         The log marginal likelihood (exact GP) or its variational lower bound (sparse GP) at ``kernel_``.
     centers_ : ndarray of shape (n_centers, n_features)
-        The inducing points (the training rows for the exact GP).
+        The inducing points, float64; sparse GP only.
     center_indices_ : ndarray of int or None
-        Row indices of the centers in X, where they are rows of X.
+        Row indices of the centers in X, where they are rows of X; sparse GP only.
     dual_coef_ : ndarray of shape (n_centers, n_targets)
         ``(σ² K_mm + K_mn K_nm)⁻¹ K_mn y``: the predictive mean is ``k(x, centers_) @ dual_coef_`` (times
         the targets' scale, plus their mean, with ``normalize_y``); sparse GP only.
+    X_train_ : ndarray of shape (n_samples, n_features)
+        The training rows; exact GP only, as scikit-learn's.
+    y_train_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        The training targets (normalized with ``normalize_y``); exact GP only.
+    alpha_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        The dual coefficients of the training rows; exact GP only.
+    L_ : ndarray of shape (n_samples, n_samples)
+        Lower Cholesky factor of the training kernel matrix; exact GP only.
     noise_variance_ : float
         σ²: the WhiteKernel's noise level plus ``alpha``.
     n_passes_ : int
-        Passes over the training data the fit made (0 for the exact GP: it reads X once into memory).
+        Passes over the training data the fit made: the centers', the targets' mean and scale with
+        ``normalize_y`` on dask input, one per evaluation of the bound and one per gradient with a free
+        length scale (0 for the exact GP: it reads X once into memory).
+    input_persisted_ : bool
+        Whether dask input was persisted in the workers' memory for the fit's passes (where it fits);
+        sparse GP only.
+    fit_seconds_ : float
+        Wall time of the fit; sparse GP only.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -167,17 +184,26 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
                 raise ValueError("The exact GP (n_centers=None) needs the number of rows: give X known chunk sizes.")
             self._refuse_square(n, "the exact GP's n x n kernel matrix", "give n_centers (the sparse GP)")
             X, y = inputs.compute(X, y, arrays=[X])
-        self._exact = _ExactGP(kernel, alpha=self.alpha, optimizer=self.optimizer,
-                               n_restarts_optimizer=self.n_restarts_optimizer, normalize_y=self.normalize_y,
-                               random_state=self.random_state).fit(np.asarray(X), np.asarray(y))
-        self.kernel_ = self._exact.kernel_
-        self.log_marginal_likelihood_value_ = float(self._exact.log_marginal_likelihood_value_)
-        self.centers_ = self._exact.X_train_
-        self.center_indices_ = np.arange(X.shape[0])
+        exact = _ExactGP(kernel, alpha=self.alpha, optimizer=self.optimizer,
+                         n_restarts_optimizer=self.n_restarts_optimizer, normalize_y=self.normalize_y,
+                         random_state=self.random_state).fit(np.asarray(X), np.asarray(y))
+        for name in _EXACT_STATE:
+            setattr(self, name, getattr(exact, name))
+        self.log_marginal_likelihood_value_ = float(exact.log_marginal_likelihood_value_)
         self.noise_variance_ = float(np.mean(self.alpha)) + _white_noise(self.kernel_)
         self.n_passes_ = 0
-        self._y_ndim = np.ndim(y)
+        self._exact = True
+        self._y_ndim = int(np.ndim(y))
         return self
+
+    def _exact_model(self):
+        """scikit-learn's estimator holding this fit's arrays: its predict and log_marginal_likelihood are ours."""
+        exact = _ExactGP(self.kernel_, alpha=self.alpha, normalize_y=self.normalize_y)
+        for name in _EXACT_STATE:
+            setattr(exact, name, getattr(self, name))
+        exact.log_marginal_likelihood_value_ = self.log_marginal_likelihood_value_
+        exact.n_features_in_ = self.n_features_in_
+        return exact
 
     def _fit_sparse(self, X, y, kernel):
         started = time.perf_counter()
@@ -203,26 +229,27 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
             X, self.input_persisted_ = inputs.persist_if_fits(X)
         else:
             self.input_persisted_ = False
-        self._y_ndim = y.ndim
+        self._y_ndim = int(y.ndim)
         y_mean, y_std, passes = self._normalization(y, lazy)
-        self._train = (X, y, lazy, centers, y_mean, y_std, n_samples, check if lazy else None)
-        self._passes = rows.passes + passes
-        self._cache = {}
+        training = _sparse.Training(X, y, lazy, centers, y_mean, y_std, float(self.alpha), check if lazy else None,
+                                    rows.passes + passes)
+        _sparse.TRAINING[self] = training
         theta = kernel.theta
         if self.optimizer is not None and kernel.n_dims > 0:
-            theta, value = self._optimize(kernel)
+            theta, _ = training.optimize(kernel, self.optimizer, self.n_restarts_optimizer, self.random_state)
         kernel_ = kernel.clone_with_theta(theta)
         if self.optimizer is not None and kernel.n_dims > 0:
             kernel_._check_bounds_params()  # scikit-learn's ConvergenceWarning for a value at its bound
-        bound, params = self._evaluate(kernel_, gradient=False)
+        bound, params = training.evaluate(kernel_, gradient=False)
         self.kernel_ = kernel_
         self.log_marginal_likelihood_value_ = bound.value
-        self.centers_ = centers.astype(X.dtype, copy=False)
+        self.centers_ = centers
         self.center_indices_ = chosen.indices
         self.dual_coef_ = bound.coef
         self.noise_variance_ = params.noise + float(self.alpha)
-        self._predict_weights = (params, centers, bound.coef, bound.L, bound.LB, y_mean, y_std)
-        self.n_passes_ = self._passes
+        self._exact = False
+        self._L, self._LB, self._y_train_mean, self._y_train_std = bound.L, bound.LB, y_mean, y_std
+        self.n_passes_ = training.passes
         self.fit_seconds_ = time.perf_counter() - started
         return self
 
@@ -258,63 +285,6 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         std = np.where(std < 10 * np.finfo(np.float64).eps, 1.0, std)
         return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64), int(lazy)
 
-    def _evaluate(self, kernel, gradient):
-        """``(Bound, params)`` at ``kernel`` (a pass), plus with ``gradient`` ``∂F/∂θ`` (a second pass if a
-        length scale is free)."""
-        X, y, lazy, centers, y_mean, y_std, n, check = self._train
-        params = read_kernel(kernel, X.shape[1])
-        key = tuple(np.round(kernel.theta, 15))
-        if key not in self._cache:
-            A, L = _bound.center_factor(params, centers)
-            state = _passes.PassState(params, centers, y_mean, y_std, L, check)
-            C, U, yy, rows = _passes.data_pass(X, y, state, _passes.statistics_partial, lazy)
-            self._passes += 1
-            stats = _bound.Statistics(0.5 * (C + C.T), U, yy, int(rows))
-            sigma2 = params.noise + float(self.alpha)
-            self._cache = {key: _bound.bound(stats, A, L, sigma2, stats.n * params.variance)}
-        bound = self._cache[key]
-        if not gradient:
-            return bound, params
-        parts = {"variance": bound.d_variance, "noise": bound.d_noise * params.noise}
-        free = {hp.name for hp in kernel.hyperparameters if not hp.fixed}
-        if dict(params.names)["length_scale"] in free:
-            sigma2 = params.noise + float(self.alpha)
-            state = _passes.PassState(params, centers, y_mean, y_std, bound.L, None, bound.G_C, bound.beta / sigma2)
-            data = _passes.data_pass(X, y, state, _passes.gradient_partial, lazy)
-            self._passes += 1
-            _, slope, zs, _ = params.cross_and_slope(centers, centers)
-            parts["length_scale"] = data + params.length_scale_gradient(bound.G_A * slope, zs, zs)
-        else:
-            parts["length_scale"] = np.zeros(np.size(params.length_scale))
-        return bound, params.gradient_in_theta(kernel, parts)
-
-    def _optimize(self, kernel):
-        def objective(theta):
-            try:
-                bound, grad = self._evaluate(kernel.clone_with_theta(theta), gradient=True)
-            except np.linalg.LinAlgError:
-                return np.inf, np.zeros_like(theta)
-            return -bound.value, -grad
-
-        optima = [self._minimize(objective, kernel.theta, kernel.bounds)]
-        if self.n_restarts_optimizer > 0:
-            if not np.isfinite(kernel.bounds).all():
-                raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) requires that all bounds "
-                                 "are finite.")
-            rng = check_random_state(self.random_state)
-            for _ in range(self.n_restarts_optimizer):
-                start = rng.uniform(kernel.bounds[:, 0], kernel.bounds[:, 1])
-                optima.append(self._minimize(objective, start, kernel.bounds))
-        best = min(optima, key=lambda o: o[1])
-        return best[0], -best[1]
-
-    def _minimize(self, objective, theta, bounds):
-        if self.optimizer == "fmin_l_bfgs_b":
-            result = scipy.optimize.minimize(objective, theta, method="L-BFGS-B", jac=True, bounds=bounds)
-            return result.x, float(result.fun)
-        theta_opt, func_min = self.optimizer(objective, theta, bounds=bounds)
-        return theta_opt, float(func_min)
-
     def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
         """The log marginal likelihood (exact GP) or its variational bound (sparse GP) at ``theta``.
 
@@ -340,11 +310,17 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
             if eval_gradient:
                 raise ValueError("Gradient can only be evaluated for theta!=None")
             return self.log_marginal_likelihood_value_
-        if hasattr(self, "_exact"):
-            return self._exact.log_marginal_likelihood(theta, eval_gradient=eval_gradient, clone_kernel=clone_kernel)
+        if self._exact:
+            return self._exact_model().log_marginal_likelihood(theta, eval_gradient=eval_gradient,
+                                                               clone_kernel=clone_kernel)
+        training = _sparse.TRAINING.get(self)
+        if training is None:
+            raise ValueError("log_marginal_likelihood(theta) reads the training data again, which a loaded or "
+                             "copied model does not hold: fit it in this process (log_marginal_likelihood() with "
+                             "no theta gives the fitted value).")
         kernel = self.kernel_.clone_with_theta(np.asarray(theta, dtype=np.float64))
         try:
-            bound, grad = self._evaluate(kernel, gradient=eval_gradient)
+            bound, grad = training.evaluate(kernel, gradient=eval_gradient)
         except np.linalg.LinAlgError:
             return (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
         return (bound.value, grad) if eval_gradient else bound.value
@@ -382,7 +358,7 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         if return_cov:
             X = self._in_memory_for_cov(X, given.lazy)
             return self._predict_cov(X)
-        if hasattr(self, "_exact"):
+        if self._exact:
             return self._predict_exact(X, given.lazy, return_std)
         state = self._predict_state(return_std)
         t = state.coef.shape[1]
@@ -397,14 +373,16 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         return (mean, std) if return_std else mean
 
     def _predict_state(self, with_std):
-        params, centers, coef, L, LB, y_mean, y_std = self._predict_weights
-        return _passes.PredictState(params, centers, coef, L, LB, y_mean, y_std, with_std)
+        params = read_kernel(self.kernel_, self.n_features_in_)
+        return _passes.PredictState(params, self.centers_, self.dual_coef_, self._L, self._LB, self._y_train_mean,
+                                    self._y_train_std, with_std)
 
     def _predict_exact(self, X, lazy, return_std):
+        exact = self._exact_model()
         if not lazy:
-            return self._exact.predict(X, return_std=return_std)
-        t = 1 if self._y_ndim == 1 else self._exact.y_train_.shape[1]
-        out = engine.map_rows(X, _exact_block, (self._exact, return_std, t), n_out=(2 * t if return_std else t),
+            return exact.predict(X, return_std=return_std)
+        t = 1 if self._y_ndim == 1 else self.y_train_.shape[1]
+        out = engine.map_rows(X, _exact_block, (exact, return_std, t), n_out=(2 * t if return_std else t),
                               dtype=np.float64, name="gp-predict-exact")
         mean, std = out[:, :t], out[:, t:]
         if self._y_ndim == 1:
@@ -428,8 +406,8 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
                              f"free now ({format_size(free)}): {advice}.")
 
     def _predict_cov(self, X):
-        if hasattr(self, "_exact"):
-            return self._exact.predict(X, return_cov=True)
+        if self._exact:
+            return self._exact_model().predict(X, return_cov=True)
         state = self._predict_state(False)
         params, centers = state.params, state.centers
         X = np.asarray(X, dtype=np.float64)
@@ -472,8 +450,8 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
     def _score_plan(self, given):
         check_is_fitted(self)
         X = check_input(self, given, reset=False)
-        if hasattr(self, "_exact"):
-            return X, _exact_mean_block, self._exact, "r2"
+        if self._exact:
+            return X, _exact_mean_block, self._exact_model(), "r2"
         return X, _passes.predict_mean_block, self._predict_state(False), "r2"
 
     def __sklearn_tags__(self):

@@ -14,20 +14,24 @@ Values are JSON scalars, or one-key tagged objects::
     {"__estimator__": {"class", "params", "attributes"}}   a nested public dkapprox estimator
     {"__pipeline__": [[name, estimator], ...]}  a scikit-learn Pipeline of public dkapprox estimators
                                                 (default memory, verbose and transform_input)
+    {"__gp_kernel__": {"class", "params"}}      a scikit-learn Gaussian process kernel (:data:`GP_KERNELS`)
 
 Decoding builds only allow-listed classes (public dkapprox estimators, looked
-up by name, and scikit-learn's Pipeline of them), NumPy arrays and scipy.sparse containers; it imports nothing named
-in a file and runs no code but the estimator's ``__init__`` (which only stores
-its parameters, a scikit-learn convention).
+up by name, scikit-learn's Pipeline of them and its GP kernels), NumPy arrays
+and scipy.sparse containers; it imports nothing named in a file and runs no
+code but the estimator's or kernel's ``__init__`` (which only stores its
+parameters, a scikit-learn convention).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.gaussian_process import kernels as gp_kernels
 from sklearn.pipeline import Pipeline
 
 from .._registry import by_name
@@ -37,6 +41,11 @@ from ..utils import get_param_names
 _ARRAY_KINDS = "biufcUS"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+#: scikit-learn's GP kernels a model file may rebuild: each is its parameters (numbers, bounds, nested kernels)
+GP_KERNELS = {cls.__name__: cls for cls in (
+    gp_kernels.ConstantKernel, gp_kernels.WhiteKernel, gp_kernels.RBF, gp_kernels.Matern,
+    gp_kernels.RationalQuadratic, gp_kernels.ExpSineSquared, gp_kernels.DotProduct, gp_kernels.Sum,
+    gp_kernels.Product, gp_kernels.Exponentiation)}
 _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
                  "coo": ("data", "row", "col")}
 
@@ -101,6 +110,11 @@ class Encoder:
             return {"__estimator__": self.estimator(v, prefix=f"{path}.")}
         if type(v) is Pipeline:
             return {"__pipeline__": self._pipeline(v, path, what)}
+        if GP_KERNELS.get(type(v).__name__) is type(v):
+            params = v.get_params(deep=False)
+            return {"__gp_kernel__": {"class": type(v).__name__,
+                                      "params": {k: self.value(params[k], f"{path}.{k}", what=what)
+                                                 for k in sorted(params)}}}
         hint = ""
         if isinstance(v, np.random.RandomState):
             hint = " (pass an int random_state: the fitted arrays are what a model file keeps)"
@@ -199,6 +213,8 @@ class Decoder:
             return self._sparse(v)
         if tag == "__pipeline__" and len(v) == 1:
             return self._pipeline(body)
+        if tag == "__gp_kernel__" and len(v) == 1:
+            return self._gp_kernel(body)
         raise StateError(f"unexpected tagged value {tag!r}")
 
     def _pipeline(self, body):
@@ -207,6 +223,17 @@ class Decoder:
                 and isinstance(s[1], dict) and set(s[1]) == {"__estimator__"} for s in body)):
             raise StateError("a pipeline entry must be a non-empty list of [name, estimator] pairs")
         return Pipeline([(name, self.estimator(step["__estimator__"])) for name, step in body])
+
+    def _gp_kernel(self, body):
+        if not isinstance(body, dict) or set(body) != {"class", "params"} or not isinstance(body["params"], dict):
+            raise StateError("a GP kernel entry needs exactly 'class' and 'params'")
+        cls = GP_KERNELS.get(body["class"]) if isinstance(body["class"], str) else None
+        if cls is None:
+            raise StateError(f"unknown GP kernel class {body['class']!r} (not one of {sorted(GP_KERNELS)})")
+        expected = sorted(name for name in inspect.signature(cls.__init__).parameters if name != "self")
+        if sorted(body["params"]) != expected:
+            raise StateError(f"{body['class']} takes parameters {expected}, the file has {sorted(body['params'])}")
+        return cls(**{k: self.value(x) for k, x in body["params"].items()})
 
     def _array(self, name):
         if not isinstance(name, str) or name not in self.arrays:

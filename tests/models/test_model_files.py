@@ -12,11 +12,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern, WhiteKernel
 from sklearn.kernel_approximation import RBFSampler as SkRBFSampler
 from sklearn.linear_model import SGDRegressor
 
 from dkapprox import io
 from dkapprox.errors import InputMissingError, ModelFileError, OutputExistsError
+from dkapprox.gaussian_process import GaussianProcessRegressor
 from dkapprox.kernel_approximation import AdditiveChi2Sampler, PolynomialCountSketch, RBFSampler, SkewedChi2Sampler
 from dkapprox.linear_model import (
     FeatureMapRidgeCV,
@@ -80,6 +82,10 @@ MODELS = [
     # a grid of the kernel's other parameters: kernel_params a dict of lists, degree_ and coef0_ fitted
     (KernelRidgeCV(alphas=(0.1, 1.0), gammas=(0.1,), kernel="poly", kernel_params={"degree": [1, 2], "coef0": [0.5, 1]},
                    n_centers=20, cv=3, random_state=0), X64),
+    # a scikit-learn GP kernel as parameter and fitted attribute; the sparse GP's factors, the exact GP's arrays
+    (GaussianProcessRegressor(ConstantKernel() * RBF(np.ones(9)) + WhiteKernel(), n_centers=15, normalize_y=True,
+                              random_state=0), X64),
+    (GaussianProcessRegressor(Matern(nu=1.5) + WhiteKernel(), random_state=0), X32),
 ]
 
 
@@ -87,7 +93,7 @@ def _fit(est, X):
     est = clone(est)
     if isinstance(est, (RidgeClassifier, KernelRidgeClassifier, KernelRidgeClassifierCV)):
         return est.fit(X, LABELS)
-    if type(est).__module__.startswith(("dkapprox.linear_model", "dkapprox.kernel_ridge")):
+    if type(est).__module__.startswith(("dkapprox.linear_model", "dkapprox.kernel_ridge", "dkapprox.gaussian_process")):
         return est.fit(X, Y)
     return est.fit(X)
 
