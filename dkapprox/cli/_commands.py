@@ -16,6 +16,7 @@ from ._jobs import (
     describe_model,
     feature_names,
     fit_learner,
+    gaussian_process_estimator,
     is_parquet_out,
     kernel_ridge_estimator,
     log_search,
@@ -31,6 +32,7 @@ from ._jobs import (
     refuse_existing_model,
     refuse_host_only,
     refuse_missing_bucket,
+    refuse_std_unless_able,
     refuse_unless_able,
     require_workers_see,
     shown,
@@ -45,10 +47,12 @@ from ._options import (
     _progress,
     cluster_options,
     columns_option,
+    gaussian_process_options,
     keep_columns_option,
     kernel_ridge_options,
     method_options,
     storage_options,
+    target_options,
     write_options,
     write_settings,
 )
@@ -195,12 +199,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 
 @dkapprox.command("kernel-ridge")
 @click.argument("input_path", metavar="INPUT")
-@click.option("--target", type=click.Path(), metavar="TARGET",
-              help="The targets: a Zarr array (a local path or URL; an array in a group is GROUP/NAME), 1-D or "
-                   "(rows, targets), one row per row of INPUT, in its order.")
-@click.option("--target-column", "target_column", metavar="NAME[,NAME]",
-              help="INPUT is a Parquet dataset: the targets are this column of it (several: one target each), "
-                   "read from the same files; without --columns the features are the other columns.")
+@target_options
 @click.option("--classify", is_flag=True,
               help="The targets are class labels: KernelRidgeClassifier (one-vs-rest on +1/-1), else KernelRidge.")
 @kernel_ridge_options
@@ -225,26 +224,73 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds
     pass of per-fold statistics (classes: one more) or CG passes shared by every candidate (--route), every
     candidate's score logged, the best refitted and saved with its cv_results_ (`dkapprox info` shows them).
     `dkapprox predict INPUT --model DIR --out OUT` predicts with the model."""
-    from .. import models
-
     options = parse_storage_options(storage_option_items) or None
     est = kernel_ridge_estimator(classify, n_folds, alphas, gammas, n_centers=n_centers, centers=centers,
                                  alpha=alpha, kernel=kernel, gamma=gamma, tol=tol, max_iter=max_iter,
                                  random_state=random_state, params=params, route=route, kernel_params=kernel_params)
+    _learn(est, input_path, target, target_column, component, columns, model_path, overwrite, progress, options,
+           (cluster_config, scheduler, start_timeout), after=log_search if n_folds is not None else None)
+
+
+@dkapprox.command("gaussian-process")
+@click.argument("input_path", metavar="INPUT")
+@target_options
+@gaussian_process_options
+@click.option("--component", help="Array inside the INPUT group.")
+@columns_option
+@click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
+@storage_options
+@cluster_options
+def gaussian_process(input_path, target, target_column, n_centers, centers, kernel, nu, ard, length_scale, noise,
+                     alpha, optimize, restarts, normalize_y, random_state, params, component, columns, model_path,
+                     overwrite, progress, storage_option_items, cluster_config, scheduler, start_timeout):
+    """Fit a Gaussian process (GaussianProcessRegressor) on INPUT (a Zarr array, or a Parquet dataset's
+    --columns) and its targets, and save it to --out.
+
+    Titsias' sparse variational GP over --n-centers centers: the centers' passes, then L-BFGS-B on the bound
+    over the kernel's signal variance, length scales (one a feature with --ard) and noise, one pass over INPUT
+    for the bound and one for its gradient a step. `dkapprox info` shows the learned kernel and the bound;
+    `dkapprox predict INPUT --model DIR --out OUT --std` writes the mean and its standard deviation."""
+    options = parse_storage_options(storage_option_items) or None
+    est = gaussian_process_estimator(n_centers=n_centers, centers=centers, kernel=kernel, nu=nu, ard=ard,
+                                     length_scale=length_scale, noise=noise, alpha=alpha, optimize=optimize,
+                                     restarts=restarts, normalize_y=normalize_y, random_state=random_state,
+                                     params=params, n_features=1)
+
+    def prepare(est, X):
+        return gaussian_process_estimator(n_centers=min(n_centers, X.shape[0]), centers=centers, kernel=kernel, nu=nu,
+                                          ard=ard, length_scale=length_scale, noise=noise, alpha=alpha,
+                                          optimize=optimize, restarts=restarts, normalize_y=normalize_y,
+                                          random_state=random_state, params=params, n_features=X.shape[1])
+
+    _learn(est, input_path, target, target_column, component, columns, model_path, overwrite, progress, options,
+           (cluster_config, scheduler, start_timeout), prepare=prepare)
+
+
+def _learn(est, input_path, target, target_column, component, columns, model_path, overwrite, progress, options,
+           cluster, *, after=None, prepare=None):
+    """Fit a learner on INPUT and its targets under the cluster, save it, say what it did."""
+    from .. import models
+
     target_columns = parse_columns(target_column, "--target-column")
     check_targets_given(target, target_columns)
     refuse_existing_model(model_path, overwrite, options)
     # metadata only: a missing target (66), a wrong length (65) fail before a cluster starts
     X, y, _ = open_training_data(input_path, component, target=target, target_columns=target_columns,
                                  columns=parse_columns(columns), storage_options=options)
+    if prepare is not None:  # what depends on INPUT's shape (one length scale a feature)
+        est = prepare(est, X)
     _progress(progress)
-    with _client(cluster_config, scheduler, start_timeout):
+    with _client(*cluster):
         require_workers_see(input_path, *([target] if target else []), storage_options=options)
         started = time.perf_counter()
         fit_learner(est, X, y)
         seconds = time.perf_counter() - started
-    if n_folds is not None:
-        log_search(est)
+    if after is not None:
+        after(est)
     models.save(est, model_path, overwrite=overwrite, storage_options=options)
     targets = shown(target) if target else f"column {', '.join(target_columns)}"
     click.echo(f"fitted {describe_model(est)} on {shown(input_path)} ({X.shape[0]:,} x {X.shape[1]:,}; targets: "
@@ -255,41 +301,47 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds
 @dkapprox.command()
 @click.argument("input_path", metavar="INPUT")
 @click.option("--model", "model_path", required=True, type=click.Path(),
-              help="Model written by `dkapprox kernel-ridge` (or any saved model that predicts).")
+              help="Model written by `dkapprox kernel-ridge` or `dkapprox gaussian-process` (or any saved model "
+                   "that predicts).")
 @click.option("--out", "out_path", required=True, type=click.Path(),
               help="Output Zarr store of (rows, outputs), or a Parquet dataset (a folder of one part a block) if "
                    "its name ends in .parquet, .parq or .pq.")
 @click.option("--scores", is_flag=True,
               help="A classifier's decision_function (one column a class; one for two classes) instead of its "
                    "labels.")
+@click.option("--std", is_flag=True,
+              help="A Gaussian process's standard deviation beside its mean: one more column a target (the means, "
+                   "then the standard deviations; in a Parquet --out, the columns std, or std0, std1, ...).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (of any job).")
 @columns_option
 @keep_columns_option
 @functools.partial(write_options, device=False)
 @storage_options
 @cluster_options
-def predict(input_path, model_path, out_path, scores, component, overwrite, columns, keep_columns, block_rows,
+def predict(input_path, model_path, out_path, scores, std, component, overwrite, columns, keep_columns, block_rows,
             compression, storage_option_items, cluster_config, scheduler, progress, start_timeout, wait,
             wait_timeout, refresh):
     """Predict INPUT's rows (a Zarr array, or a Parquet dataset's --columns) with a saved model into --out
     (resumable: rerun to finish).
 
     The store holds one row per row of INPUT: the predictions (a classifier's labels, or with --scores its
-    decision_function), one column per target, so one column for a single target. It is written, leased,
+    decision_function), one column per target, so one column for a single target; with --std (a Gaussian
+    process) the standard deviations follow, one column per target. It is written, leased,
     resumed, refreshed and verified (`dkapprox verify`) as `transform`'s output is."""
     from .. import models
 
     wait, options, keep = write_settings(wait, wait_timeout, refresh, overwrite, storage_option_items, keep_columns)
     refuse_missing_bucket(out_path, options)
     model = models.load(model_path, storage_options=options)
+    refuse_std_unless_able(model, std, scores)
     refuse_unless_able(model, "decision_function" if scores else "predict", "predict")
     X, sources = open_data(input_path, component, block_rows, storage_options=options,
                            columns=parse_columns(columns))
     check_parquet_out(input_path, out_path, keep, sources, refresh, compression)
-    values = predictions(model, X, scores)  # lazy: a wrong width fails here, before a cluster starts
-    plan = {**plan_of("predict", input_path, component, X, model, "cpu", sources),
-            "output": "decision_function" if scores else "predict"}
-    names = prediction_names(values.shape[1], scores) if is_parquet_out(out_path) else None
+    values = predictions(model, X, scores, std)  # lazy: a wrong width fails here, before a cluster starts
+    output = "decision_function" if scores else "predict+std" if std else "predict"
+    plan = {**plan_of("predict", input_path, component, X, model, "cpu", sources), "output": output}
+    names = prediction_names(values.shape[1], scores, std) if is_parquet_out(out_path) else None
     _store(values, out_path, X, plan, sources, names, keep, overwrite=overwrite, refresh=refresh, wait=wait,
            progress=progress, compression=compression, options=options,
            cluster=(cluster_config, scheduler, start_timeout))

@@ -528,6 +528,24 @@ def kernel_ridge_estimator(classify, n_folds, alphas, gammas, *, n_centers, cent
                            params=params)
 
 
+def gaussian_process_estimator(*, n_centers, centers, kernel, nu, ard, length_scale, noise, alpha, optimize, restarts,
+                               normalize_y, random_state, params, n_features):
+    """The unfitted GaussianProcessRegressor: ``ConstantKernel * (RBF or Matern) + WhiteKernel`` from the options,
+    one length scale a feature with ``ard``."""
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern, WhiteKernel
+
+    from ..gaussian_process import GaussianProcessRegressor
+
+    scales = np.full(n_features, length_scale) if ard else length_scale
+    base = RBF(scales) if kernel == "rbf" else Matern(scales, nu=float(nu))
+    est = build_estimator(GaussianProcessRegressor, (
+        ("kernel", ConstantKernel(1.0) * base + WhiteKernel(noise), "--kernel"),
+        ("n_centers", n_centers, "--n-centers"), ("centers", centers, "--centers"), ("alpha", alpha, "--alpha"),
+        ("n_restarts_optimizer", restarts, "--restarts"), ("normalize_y", normalize_y, "--normalize-y")),
+        random_state=random_state, params=params)
+    return est if optimize else est.set_params(optimizer=None)
+
+
 def _json(text, option):
     """A JSON value given on the command line (None: not given); the estimator checks what it holds."""
     if text is None:
@@ -587,8 +605,12 @@ def _chosen(params) -> str:
 
 
 def describe_fit(est) -> str:
-    """What a kernel ridge fit did, in a few words: its centers, CG iterations, residual and passes."""
+    """What a kernel ridge or GP fit did, in a few words: its centers, CG iterations or kernel, and passes."""
     kept = "kept in the workers' memory" if est.input_persisted_ else "read every pass"
+    if hasattr(est, "kernel_"):
+        return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
+                f"kernel {est.kernel_}, bound on the log marginal likelihood {est.log_marginal_likelihood_value_:.6g}, "
+                f"{est.n_passes_} passes over the input ({kept})")
     if hasattr(est, "cv_results_"):
         return (f"{est.centers_.shape[0]:,} centers ({est.centers if isinstance(est.centers, str) else 'given'}), "
                 f"{len(est.cv_results_['params'])} candidates x {est.n_splits_} folds in {est.passes_} passes over "
@@ -612,9 +634,28 @@ def refuse_unless_able(model, method, command):
     raise click.UsageError(f"{command}: the model is {what} ({name}), which has no {method}; use {other}")
 
 
-def predictions(model, X, scores=False):
+def refuse_std_unless_able(model, std, scores):
+    """--std needs a model whose predict gives a standard deviation, and does not go with --scores."""
+    if not std:
+        return
+    if scores:
+        raise click.UsageError("predict: give --std or --scores, not both")
+    import inspect
+
+    if "return_std" not in inspect.signature(model.predict).parameters:
+        raise click.UsageError(f"predict --std: the model ({type(model).__name__}) gives no standard deviation; "
+                               "a Gaussian process (`dkapprox gaussian-process`) does")
+
+
+def predictions(model, X, scores=False, std=False):
     """``predict`` (a classifier's labels) or, with ``scores``, ``decision_function``, as 2-D (rows, outputs):
-    a store holds 2-D blocks, so one output is one column."""
+    a store holds 2-D blocks, so one output is one column; with ``std`` the standard deviations follow."""
+    if std:
+        import dask.array as da
+
+        mean, spread = model.predict(X, return_std=True)
+        two_d = [a[:, None] if a.ndim == 1 else a for a in (mean, spread)]
+        return da.concatenate(two_d, axis=1) if isinstance(mean, da.Array) else np.concatenate(two_d, axis=1)
     out = model.decision_function(X) if scores else model.predict(X)
     if np.dtype(out.dtype).kind not in "biuf":
         raise click.UsageError(f"predict: {type(model).__name__}'s classes are {out.dtype} labels, which a store "
@@ -622,7 +663,10 @@ def predictions(model, X, scores=False):
     return out[:, None] if out.ndim == 1 else out
 
 
-def prediction_names(width, scores=False):
-    """The columns of a Parquet --out of ``predict``: prediction (or score), numbered when several."""
+def prediction_names(width, scores=False, std=False):
+    """The columns of a Parquet --out of ``predict``: prediction (or score), numbered when several; with ``std``
+    the predictions' columns, then as many std columns."""
+    if std:
+        return prediction_names(width // 2) + [n.replace("prediction", "std") for n in prediction_names(width // 2)]
     stem = "score" if scores else "prediction"
     return [stem] if width == 1 else [f"{stem}{i}" for i in range(width)]

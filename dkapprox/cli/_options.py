@@ -173,3 +173,48 @@ def kernel_ridge_options(fn):
     return click.option("--n-centers", type=click.IntRange(min=1),
                         help="Nystroem centers m [default: min(1000, rows)]; Falkon's advice: of order sqrt(rows). "
                              "The driver holds a few m x m float64 matrices (2 GiB each at m = 16,384).")(fn)
+
+
+def target_options(fn):
+    """--target and --target-column: where a learner's targets are."""
+    fn = click.option("--target-column", "target_column", metavar="NAME[,NAME]",
+                      help="INPUT is a Parquet dataset: the targets are this column of it (several: one target each), "
+                           "read from the same files; without --columns the features are the other columns.")(fn)
+    return click.option("--target", type=click.Path(), metavar="TARGET",
+                        help="The targets: a Zarr array (a local path or URL; an array in a group is GROUP/NAME), 1-D "
+                             "or (rows, targets), one row per row of INPUT, in its order.")(fn)
+
+
+def gaussian_process_options(fn):
+    from ..nystroem import SELECTORS
+
+    fn = click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+                      help="Any other parameter of GaussianProcessRegressor (repeatable), e.g. --param "
+                           "center_params={\"n_iter\":2}.")(fn)
+    fn = click.option("--random-state", type=int, default=DEFAULT_RANDOM_STATE, show_default=True,
+                      help="Seed of the choice of centers and of the restarts (fixed, so that a rerun fits the same "
+                           "model).")(fn)
+    fn = click.option("--normalize-y/--no-normalize-y", default=True, show_default=True,
+                      help="Center and scale the targets (the noise and signal variance are then in their units).")(fn)
+    fn = click.option("--restarts", type=click.IntRange(min=0), default=0, show_default=True,
+                      help="More starts of the optimizer, drawn within the bounds (two passes a step each).")(fn)
+    fn = click.option("--optimize/--no-optimize", default=True, show_default=True,
+                      help="Learn the kernel's hyperparameters by L-BFGS-B on the bound; --no-optimize keeps the "
+                           "initial ones (one pass).")(fn)
+    fn = click.option("--alpha", type=click.FloatRange(min=0), default=1e-10, show_default=True,
+                      help="Added to the noise variance, not learned.")(fn)
+    fn = click.option("--noise", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True,
+                      help="Initial noise variance (a WhiteKernel's level; in the normalized targets' units).")(fn)
+    fn = click.option("--length-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+                      help="Initial length scale (of every feature with --ard).")(fn)
+    fn = click.option("--ard/--no-ard", default=True, show_default=True,
+                      help="One length scale a feature (automatic relevance determination), or one for all.")(fn)
+    fn = click.option("--nu", type=click.Choice(["0.5", "1.5", "2.5"]), default="1.5", show_default=True,
+                      help="Matern's smoothness (with --kernel matern).")(fn)
+    fn = click.option("--kernel", type=click.Choice(["rbf", "matern"]), default="rbf", show_default=True,
+                      help="The stationary kernel, times a learned signal variance, plus a learned noise.")(fn)
+    fn = click.option("--centers", type=click.Choice(list(SELECTORS)), default="uniform", show_default=True,
+                      help="How the centers (inducing points) are chosen, as Nystroem's landmarks are.")(fn)
+    return click.option("--n-centers", type=click.IntRange(min=1), default=1000, show_default=True,
+                        help="Centers m (at most INPUT's rows): the driver holds a few m x m float64 matrices, and "
+                             "each pass costs O(rows m^2).")(fn)

@@ -262,6 +262,9 @@ def describe(path, *, storage_options=None) -> dict:
     search = attributes.get(SEARCH)
     if isinstance(search, dict) and isinstance(search.get("__dict__"), dict):
         described["search"] = _search_table(folder, document, search["__dict__"])
+    kernel = attributes.get("kernel_")
+    if isinstance(kernel, dict) and "__gp_kernel__" in kernel:
+        described["kernel"] = _gp_kernel_text(folder, document, kernel)
     history = attributes.get(RESIDUALS)
     name = history.get("__ndarray__") if isinstance(history, dict) else None
     if isinstance(name, str) and name in document["arrays"]:
@@ -269,6 +272,26 @@ def describe(path, *, storage_options=None) -> dict:
         if residuals.ndim == 1 and residuals.size and residuals.dtype.kind == "f":
             described["fitted"]["final_residual"] = float(residuals[-1])
     return described
+
+
+def _gp_kernel_text(folder, document, entry) -> str:
+    """A fitted GP kernel as scikit-learn writes it (its length scales read from their arrays, each checked)."""
+    names = set()
+
+    def refs(value):
+        if isinstance(value, dict):
+            if "__ndarray__" in value:
+                names.add(value["__ndarray__"])
+            for item in value.values():
+                refs(item)
+        elif isinstance(value, list):
+            for item in value:
+                refs(item)
+
+    refs(entry)
+    arrays = {name: _read_array(folder, name, document["arrays"][name]) for name in names
+              if isinstance(name, str) and name in document["arrays"]}
+    return repr(Decoder(arrays).value(entry))
 
 
 #: an iterative solver's history (KernelRidge's CG: the relative residual after each iteration), whose last value
