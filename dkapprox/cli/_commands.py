@@ -50,6 +50,7 @@ from ._options import (
     gaussian_process_options,
     keep_columns_option,
     kernel_ridge_options,
+    learner_options,
     method_options,
     storage_options,
     target_options,
@@ -203,14 +204,7 @@ def featurize(input_path, method, n_components, gamma, random_state, params, out
 @click.option("--classify", is_flag=True,
               help="The targets are class labels: KernelRidgeClassifier (one-vs-rest on +1/-1), else KernelRidge.")
 @kernel_ridge_options
-@click.option("--component", help="Array inside the INPUT group.")
-@columns_option
-@click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
-@storage_options
-@cluster_options
+@learner_options
 def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds, route, alphas, kernel_params, gammas,
                  centers, alpha, kernel, gamma, tol, max_iter, random_state, params, component, columns, model_path,
                  overwrite, progress, storage_option_items, cluster_config, scheduler, start_timeout):
@@ -236,14 +230,7 @@ def kernel_ridge(input_path, target, target_column, classify, n_centers, n_folds
 @click.argument("input_path", metavar="INPUT")
 @target_options
 @gaussian_process_options
-@click.option("--component", help="Array inside the INPUT group.")
-@columns_option
-@click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bars of the passes on stderr (default: when stderr is a terminal).")
-@storage_options
-@cluster_options
+@learner_options
 def gaussian_process(input_path, target, target_column, n_centers, centers, kernel, nu, ard, length_scale, noise,
                      alpha, optimize, restarts, normalize_y, random_state, params, component, columns, model_path,
                      overwrite, progress, storage_option_items, cluster_config, scheduler, start_timeout):

@@ -175,6 +175,17 @@ def kernel_ridge_options(fn):
                              "The driver holds a few m x m float64 matrices (2 GiB each at m = 16,384).")(fn)
 
 
+def learner_options(fn):
+    """What a learner's fit takes besides its own parameters: INPUT's array or columns, the model's directory,
+    progress, storage and the cluster."""
+    fn = storage_options(cluster_options(fn))
+    fn = click.option("--progress/--no-progress", default=None,
+                      help="Progress bars of the passes on stderr (default: when stderr is a terminal).")(fn)
+    fn = click.option("--overwrite", is_flag=True, help="Replace an existing model at --out.")(fn)
+    fn = click.option("--out", "model_path", required=True, type=click.Path(), help="Model directory to write.")(fn)
+    return click.option("--component", help="Array inside the INPUT group.")(columns_option(fn))
+
+
 def target_options(fn):
     """--target and --target-column: where a learner's targets are."""
     fn = click.option("--target-column", "target_column", metavar="NAME[,NAME]",

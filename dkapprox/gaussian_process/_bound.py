@@ -87,3 +87,32 @@ def bound(stats: Statistics, A: np.ndarray, L: np.ndarray, sigma2: float, kd: fl
     coef = scipy.linalg.solve_triangular(L, beta, lower=True, trans="T")
     return Bound(float(value), 0.5 * (G_C + G_C.T), beta, 0.5 * (G_A + G_A.T), float(d_noise), d_variance, coef,
                  L, LB)
+
+
+class Profile:
+    """F as a function of the signal variance u = s² and the noise v = σ² alone, for one pass's unit-variance
+    sums: with ``C0 = Q Λ Qᵀ`` (one eigendecomposition) and ``w_i = ||(QᵀU0)_i||²``, ``r_i = u λ_i / v``,
+
+        F = -tn/2 log 2πv - t/2 Σ log(1 + r_i) - yy/(2v) + u/(2v²) Σ w_i/(1 + r_i) - tu(n - Σλ)/(2v),
+
+    O(m) an evaluation, so the driver can search u and v to convergence between two passes."""
+
+    def __init__(self, stats: Statistics):
+        lam, Q = np.linalg.eigh(0.5 * (stats.C + stats.C.T))
+        self.lam = np.maximum(lam, 0.0)
+        self.w = ((Q.T @ stats.U) ** 2).sum(axis=1)
+        self.t, self.n, self.yy = stats.U.shape[1], stats.n, stats.yy
+        self.rest = stats.n - self.lam.sum()  # n - tr C0: the trace term's share a unit of u
+
+    def __call__(self, u, v):
+        """``(F, ∂F/∂u, ∂F/∂v)``."""
+        lam, w, t, n = self.lam, self.w, self.t, self.n
+        one_r = 1.0 + u * lam / v
+        r = one_r - 1.0
+        value = (-0.5 * t * n * np.log(2.0 * np.pi * v) - 0.5 * t * np.log(one_r).sum() - self.yy / (2.0 * v)
+                 + u / (2.0 * v * v) * (w / one_r).sum() - t * u * self.rest / (2.0 * v))
+        d_u = (-0.5 * t * (lam / v / one_r).sum() + (w / one_r ** 2).sum() / (2.0 * v * v)
+               - t * self.rest / (2.0 * v))
+        d_v = (-0.5 * t * n / v + 0.5 * t * (r / v / one_r).sum() + self.yy / (2.0 * v * v)
+               - u / (2.0 * v ** 3) * (w * (2.0 + r) / one_r ** 2).sum() + t * u * self.rest / (2.0 * v * v))
+        return float(value), float(d_u), float(d_v)

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.linalg
 
 from .. import engine, inputs
+from ..kernels import row_slices
 
 IN_MEMORY_ROWS = 8192  # rows a block when the data is in memory: K_bm stays 8192 x m
 
@@ -39,22 +40,35 @@ def whiten(L, K):
     return scipy.linalg.solve_triangular(L, K.T, lower=True, check_finite=False).T
 
 
+def _slices(X, state):
+    """Row slices of a block whose (rows x m) temporaries stay small beside it (a pass holds several)."""
+    return row_slices(X.shape[0], state.centers.shape[0])
+
+
 def statistics_partial(row_start, state, X, y):
-    """``(Φ_bᵀΦ_b, Φ_bᵀY_b, ||Y_b||², rows)`` of one block."""
+    """``(Φ_bᵀΦ_b, Φ_bᵀY_b, ||Y_b||², rows)`` of one block, summed over its row slices."""
     if state.check is not None:
         state.check(X)
     Y = _targets(state, y)
-    Phi = whiten(state.L, state.params.cross(np.asarray(X, dtype=np.float64), state.centers))
-    return Phi.T @ Phi, Phi.T @ Y, float((Y * Y).sum()), X.shape[0]
+    m = state.centers.shape[0]
+    C, U = np.zeros((m, m)), np.zeros((m, Y.shape[1]))
+    for s in _slices(X, state):
+        Phi = whiten(state.L, state.params.cross(np.asarray(X[s], dtype=np.float64), state.centers))
+        C += Phi.T @ Phi
+        U += Phi.T @ Y[s]
+    return C, U, float((Y * Y).sum()), X.shape[0]
 
 
 def gradient_partial(row_start, state, X, y):
     """The block's share of ``∂F/∂log ℓ``: ``W_b = (2 Φ_b Ĝ + Y_b βᵀ/σ²) L⁻¹`` against ``∂K_b/∂log ℓ``."""
     Y = _targets(state, y)
-    K, slope, xs, zs = state.params.cross_and_slope(np.asarray(X, dtype=np.float64), state.centers)
-    W_hat = 2.0 * (whiten(state.L, K) @ state.G_C) + Y @ state.beta_over_noise.T
-    W = scipy.linalg.solve_triangular(state.L, W_hat.T, lower=True, trans="T", check_finite=False).T
-    return state.params.length_scale_gradient(W * slope, xs, zs)
+    total = 0.0
+    for s in _slices(X, state):
+        K, slope, xs, zs = state.params.cross_and_slope(np.asarray(X[s], dtype=np.float64), state.centers)
+        W_hat = 2.0 * (whiten(state.L, K) @ state.G_C) + Y[s] @ state.beta_over_noise.T
+        W = scipy.linalg.solve_triangular(state.L, W_hat.T, lower=True, trans="T", check_finite=False).T
+        total = total + state.params.length_scale_gradient(W * slope, xs, zs)
+    return total
 
 
 def combine_sums(parts):
@@ -91,6 +105,11 @@ class PredictState:
 
 def predict_block(X, state):
     """Mean, and with ``with_std`` the standard deviations after it: ``(rows, t)`` or ``(rows, 2t)``, float64."""
+    parts = [_predict_slice(X[s], state) for s in _slices(X, state)]
+    return np.concatenate(parts) if parts else _predict_slice(X, state)
+
+
+def _predict_slice(X, state):
     K = state.params.cross(np.asarray(X, dtype=np.float64), state.centers)
     mean = K @ state.coef * state.y_std + state.y_mean
     if not state.with_std:
