@@ -18,7 +18,7 @@ from sklearn.gaussian_process.kernels import Kernel as GPKernel
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .. import engine, inputs
+from .. import backends, engine, inputs
 from ..inputs import BlockCheck, check_input, row_source
 from ..kernels import Kernel
 from ..learning import StreamedScore, check_Xy, in_memory
@@ -276,11 +276,12 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         t = 1 if y.ndim == 1 else y.shape[1]
         if not self.normalize_y:
             return np.zeros(t), np.ones(t), 0
-        y2 = y.reshape(y.shape[0], -1) if not lazy else y.reshape((y.shape[0], t))
-        if lazy:
-            mean, std = inputs.compute(y2.astype(np.float64).mean(axis=0), y2.astype(np.float64).std(axis=0),
-                                       arrays=[y2])
+        if lazy:  # one pass over y: the moments folded exactly, whatever the chunks
+            reduced = engine.reduce_aligned_rows([y], _passes.target_moments, backends.combine_block_moments, None)
+            rows, mean, m2, _ = inputs.compute(reduced, arrays=[y])[0]
+            std = np.sqrt(np.asarray(m2) / max(rows, 1))
         else:
+            y2 = y.reshape(y.shape[0], -1)
             mean, std = y2.mean(axis=0), y2.std(axis=0)
         std = np.where(std < 10 * np.finfo(np.float64).eps, 1.0, std)
         return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64), int(lazy)

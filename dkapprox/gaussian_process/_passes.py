@@ -71,6 +71,15 @@ def gradient_partial(row_start, state, X, y):
     return total
 
 
+def target_moments(row_start, state, y):
+    """``(rows, mean, M2, 0)`` of a block of targets, a column each (folded by Chan et al.'s update)."""
+    Y = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+    if Y.shape[0] == 0:
+        return 0, np.zeros(Y.shape[1]), np.zeros(Y.shape[1]), 0
+    mean = Y.mean(axis=0)
+    return Y.shape[0], mean, ((Y - mean) ** 2).sum(axis=0), 0
+
+
 def combine_sums(parts):
     """Sum partials that are arrays, floats or tuples of them."""
     first = parts[0]
