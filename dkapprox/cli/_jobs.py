@@ -388,6 +388,10 @@ def write(client, features, out, *, plan, overwrite, progress, compression=None,
         return None
     pending = None
     try:
+        if io.is_icechunk(out):  # commits batch by batch on the driver: the writer runs the computes itself
+            return io.write_features(features, out, plan=plan, overwrite=overwrite, refresh=refresh,
+                                     compression=compression, wait=wait, storage_options=storage_options,
+                                     sources=sources)
         try:
             pending = io.write_features(features, out, plan=plan, overwrite=overwrite, refresh=refresh,
                                         compute=False, compression=compression, wait=wait,

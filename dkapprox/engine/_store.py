@@ -12,8 +12,9 @@ import dask.array as da
 from ._dask_compat import block_key, nested_blocks, optimized, ref
 
 
-def store_blocks(X: da.Array, write_block, blocks, *, name):
-    """Call ``write_block(block, index)`` on chosen blocks of ``X``; a delayed count of calls.
+def store_blocks(X: da.Array, write_block, blocks, *, name, gather=False):
+    """Call ``write_block(block, index)`` on chosen blocks of ``X``; a delayed count of calls
+    (with ``gather``, the list of what the calls returned, in the order listed).
 
     Only the listed blocks of ``X`` (and what they depend on) are computed when
     the result is computed, so a resumed job recomputes nothing already
@@ -52,7 +53,7 @@ def store_blocks(X: da.Array, write_block, blocks, *, name):
         writes[(name, *index)] = (_write_one, (ref(writer), list(index)), [block_key(keys, index)])
     count = f"{name}-count"
     # one layer: the fused writes and what they share (state, source array), nothing else
-    layer = {**nested_blocks(graph, writes), writer: write_block, count: (len, list(writes))}
+    layer = {**nested_blocks(graph, writes), writer: write_block, count: (list if gather else len, list(writes))}
     return Delayed(count, HighLevelGraph.from_collections(name, layer, dependencies=[]), layer=name)
 
 
@@ -66,11 +67,11 @@ def written_keys(count) -> list:
     """
     layer = count.dask.layers.get(str(count.key).removesuffix("-count"), {})
     task = layer.get(count.key) if hasattr(layer, "get") else None
-    if not (isinstance(task, tuple) and len(task) == 2 and task[0] is len):
+    if not (isinstance(task, tuple) and len(task) == 2 and task[0] in (len, list)):
         raise ValueError(f"{count.key} is not the count of a store_blocks write")
     return list(task[1])
 
 
 def _write_one(write_block, index, block):
-    write_block(block, tuple(index))
+    return write_block(block, tuple(index))
     return 1

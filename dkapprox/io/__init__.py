@@ -15,6 +15,7 @@ none of them: model files, which rebuild estimators, are :mod:`dkapprox.models`.
 """
 
 from ._common import canonical_json, package_version, utc_now
+from ._icechunk import is_icechunk
 from ._location import OBJECT_STORES, locate, missing_bucket, redact
 from ._parquet import PARQUET_SUFFIXES, is_parquet, open_parquet
 from ._parquet_output import write_parquet_features

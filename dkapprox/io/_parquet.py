@@ -49,6 +49,8 @@ def is_parquet(source, storage_options=None) -> bool:
     Its name ends in .parquet, .parq or .pq; or it ends in neither that nor .zarr and is a folder
     holding no Zarr metadata but Parquet files (one listing of the folder; nothing is read).
     """
+    if isinstance(source, str) and source.startswith("icechunk+"):  # an Icechunk repository holds Zarr arrays
+        return False
     name = str(source).rstrip("/").rsplit("/", 1)[-1].lower()
     if name.endswith(PARQUET_SUFFIXES):
         return True

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._icechunk import input_of, is_icechunk
 from ._identity import compare, identify, load_listing
 from ._location import locate, location_of_node
 from ._markers import read as read_markers
@@ -131,7 +132,7 @@ def verify(path, *, check_input=True, threads=None, storage_options=None) -> Ver
     from ..errors import InputDataError
 
     started = time.perf_counter()
-    group, where = open_node(path, storage_options=storage_options)
+    group, where = open_node(path, storage_options=storage_options, kind="features")
     info = output_attributes(group) if hasattr(group, "attrs") and not hasattr(group, "shape") else None
     if info is None:
         raise InputDataError(f"{where}: not a dkapprox output store; verify checks stores written by dkapprox")
@@ -195,11 +196,12 @@ def input_status(group, info, *, storage_options=None, store=None) -> list[dict]
     recorded = load_listing(group, info.get("inputs_digest"))
     summaries = info.get("inputs") or []
     by_path = {d.path: d for d in recorded} if recorded is not None else {}
-    given = locate(store, storage_options) if store is not None and not hasattr(store, "store") else None
+    given = locate(store, storage_options) if isinstance(store, str) and not is_icechunk(store) else None
     found = []
     for summary in summaries:
         options = storage_options
-        if given is not None and locate(str(summary.get("path"))).protocol == given.protocol:
+        pinned = is_icechunk(str(summary.get("path")))
+        if given is not None and not pinned and locate(str(summary.get("path"))).protocol == given.protocol:
             options = given.storage_options
         entry = {"path": summary.get("path"), "metadata": summary.get("metadata"),
                  "chunks_listed": summary.get("chunks_listed"),
@@ -209,6 +211,9 @@ def input_status(group, info, *, storage_options=None, store=None) -> list[dict]
                 from ._parquet import parquet_identity
 
                 now = parquet_identity(summary["path"], summary["metadata"], options)
+            elif pinned:  # a snapshot: there, or gone
+                node, _ = open_node(summary["path"], storage_options=options)
+                now = input_of(node).identify()
             else:
                 node, _ = open_node(summary["path"], storage_options=options)
                 now = identify(node, locate(summary["path"], options), skip=location_of_node(group))

@@ -29,7 +29,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import DkapproxError, IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
-from ._location import Location, locate, location_of_node, missing_bucket
+from ._icechunk import is_icechunk, parse, session_node
+from ._icechunk import open_node as open_icechunk
+from ._location import Location, locate, location_of_node, missing_bucket, redact
 from ._markers import BLOCKS_DONE, read  # noqa: F401 - BLOCKS_DONE: named here too, as FEATURES is
 
 FEATURES = "features"
@@ -156,7 +158,7 @@ def open_features(path, *, allow_incomplete=False, storage_options=None):
     >>> float(open_features(out).sum().compute())
     400.0
     """
-    node, where = open_node(path, storage_options=storage_options)
+    node, where = open_node(path, storage_options=storage_options, kind="features")
     if not _is_group(node) or output_attributes(node) is None:
         raise InputDataError(f"{where}: not a dkapprox output store (no '{ATTRIBUTE}' attributes of "
                              f"kind '{OUTPUT_KIND}'); use dkapprox.io.open_array for other Zarr arrays.")
@@ -186,10 +188,15 @@ def reading(where):
         raise InputDataError(f"{where}: broken Zarr metadata ({type(exc).__name__}: {exc})") from exc
 
 
-def open_node(source, component=None, *, storage_options=None):
+def open_node(source, component=None, *, storage_options=None, kind="input"):
     """(zarr node, its name for messages), opened read-only and checked for size."""
     import zarr
 
+    if is_icechunk(source):  # an address pins its version's snapshot now; a session is read as it is
+        if not isinstance(source, str):
+            return session_node(source, component)
+        with reading(redact(source)):
+            return open_icechunk(parse(source, storage_options, kind=kind), component)
     if isinstance(source, (zarr.Array, zarr.Group)):
         loc = location_of_node(source)
         where = str(loc) if loc is not None else repr(source)

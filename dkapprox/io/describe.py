@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._icechunk import is_icechunk, parse
+from ._icechunk_output import lease_location
 from ._lease import read_lease
 from ._location import locate
 from ._verify import input_status
@@ -48,8 +50,9 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
     >>> d["kind"], d["status"], d["blocks_done"], d["shape"]
     ('features', 'complete', 2, [100, 4])
     """
-    loc = locate(path, storage_options)
-    node, where = open_node(path, storage_options=storage_options)
+    loc = lease_location(parse(path, storage_options, kind="features")) if is_icechunk(path) else locate(
+        path, storage_options)
+    node, where = open_node(path, storage_options=storage_options, kind="features")
     with reading(where):
         if hasattr(node, "shape"):
             return {"kind": "array", "path": where, **_array_fields(node),

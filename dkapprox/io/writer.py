@@ -28,12 +28,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
 from .. import engine
 from ..errors import IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
 from ._common import canonical_json, package_version, utc_now
+from ._icechunk import input_of, is_icechunk
+from ._icechunk_output import address_of, write_icechunk
 from ._identity import compare, has_listing, identify, listing_digest, save_listing
 from ._lease import acquire
 from ._location import Location, is_inside, locate, location_of_node
@@ -78,9 +81,12 @@ class WriteReport:
     dtype: str
     resumed: bool
     refreshed: bool = False
+    snapshot: str | None = None  # an Icechunk output: the snapshot the output branch now shows
+    commits: int | None = None  # an Icechunk output: commits this run made
+    commit_seconds: float | None = None  # an Icechunk output: from the last commit to the branch showing it
 
     def to_dict(self) -> dict:
-        out = asdict(self)
+        out = {k: v for k, v in asdict(self).items() if v is not None}
         out["shape"], out["chunks"] = list(self.shape), list(self.chunks)
         return out
 
@@ -217,7 +223,7 @@ def _raw_markers(done) -> bool:
 
 
 def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
-                   compression=None, storage_options=None, wait=False, lease_ttl=None, sources=()):
+                   compression=None, storage_options=None, wait=False, lease_ttl=None, sources=(), commit_every=None):
     """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
 
     Parameters
@@ -228,7 +234,10 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         dask block is exactly one Zarr chunk.
     out : str or os.PathLike
         Local path or fsspec URL of the output store (a Zarr v3 group, see
-        :mod:`dkapprox.io._zarr_store`).
+        :mod:`dkapprox.io._zarr_store`); or an Icechunk address,
+        ``icechunk+file:///path/repo?branch=main&group=features`` (or ``icechunk+s3://bucket/prefix?...``):
+        the group is written on a work branch, committed every ``commit_every`` blocks, and the
+        branch moves to the finished snapshot once (:mod:`dkapprox.io._icechunk_output`).
     plan : dict
         JSON-safe description of the job (input path, shape and chunks, model
         fingerprint, estimator parameters, chunking), recorded in the store
@@ -265,6 +274,9 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         graph, e.g. a Parquet dataset (``dkapprox.io._parquet.open_parquet``):
         each has ``loc`` and ``identify(skip=)``, and its identity is recorded
         and compared as a Zarr input's is.
+    commit_every : int, optional
+        An Icechunk output only: blocks between two commits of the job's work branch (default 256);
+        a killed job loses at most these.
 
     Returns
     -------
@@ -323,8 +335,12 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     features = _storable(features)
     plan = _json_safe_plan(plan)
     every = markers_per_log()
-    loc = locate(out, storage_options)
-    if not allow_inside_input:
+    icechunk = address_of(out, storage_options) if is_icechunk(out) else None
+    if icechunk is not None and not compute:
+        raise ValueError("an Icechunk output commits as it writes: pass compute=True (write_features runs the "
+                         "compute under the active distributed client, if any)")
+    loc = locate(out, storage_options) if icechunk is None else icechunk.location()
+    if not allow_inside_input and icechunk is None:  # a snapshot read is immutable: the same repository is fine
         _refuse_inside_input(loc, features, plan)
     memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
     # workers on other hosts must see a local out (and input) as the client does, or blocks land on their disks
@@ -336,6 +352,12 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
         "inputs": [i.summary() for i in identities], "inputs_digest": listing_digest(identities),
     }
+    if icechunk is not None:
+        return write_icechunk(features, icechunk, header=header, inputs=inputs, identities=identities, memory=memory,
+                              overwrite=overwrite, refresh=refresh, wait=wait, lease_ttl=lease_ttl,
+                              compression=compression, started=started, commit_every=commit_every,
+                              writer=SimpleNamespace(BlockWriter=BlockWriter, WriteReport=WriteReport,
+                                                     identify=_identify))
     # refusals before any lease is written
     open_or_create(loc, header, identities, overwrite=overwrite, refresh=refresh, dry_run=True)
     lease = acquire(loc, wait=wait, ttl=lease_ttl)
@@ -429,6 +451,10 @@ def input_arrays(features):
 
     found = {}
     for node in engine.graph_constants(features, lambda v: isinstance(v, zarr.Array)):
+        pinned = input_of(node)  # an Icechunk snapshot's array: named by its snapshot
+        if pinned is not None:
+            found.setdefault(pinned.name, (pinned, pinned.loc))
+            continue
         loc = location_of_node(node)
         if loc is not None:
             found.setdefault(loc.url, (node, loc))

@@ -206,6 +206,8 @@ def load(path, *, storage_options=None):
 
 def is_model_dir(path, *, storage_options=None) -> bool:
     """True if ``path`` (a local directory or a URL) holds a model.json."""
+    if isinstance(path, str) and path.startswith("icechunk+"):  # a repository holds stores, never a model
+        return False
     folder = _folder(path, storage_options)
     if folder.local:
         return os.path.isfile(os.path.join(folder.name, MODEL_JSON))
