@@ -24,11 +24,13 @@ from ..kernels import Kernel
 from ..learning import StreamedScore, check_Xy, in_memory
 from ..nystroem import SELECTORS, Given, make_selector
 from ..utils import HasMethods, Interval, StrOptions, format_size
-from . import _passes, _sparse
+from . import _grid, _passes, _sparse
 from ._kernels import read_kernel
 
 #: scikit-learn's fitted arrays of the exact GP, kept as this estimator's (a model file saves them)
 _EXACT_STATE = ("kernel_", "X_train_", "y_train_", "alpha_", "L_", "_y_train_mean", "_y_train_std")
+#: what a fit with length_scale_grid adds; a later fit without one drops them
+_GRID_STATE = ("grid_scores_", "grid_thetas_", "best_index_", "best_length_scale_")
 #: the n x n matrices an exact fit, or a covariance, may hold at most, as a fraction of the memory free now
 MEMORY_FRACTION = 0.5
 
@@ -69,6 +71,21 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         Options of the center selector.
     random_state : int, RandomState instance or None, default=None
         Seeds the centers and the optimizer's restarts.
+    length_scale_grid : array-like of shape (n_candidates,) or (n_candidates, n_features), default=None
+        Candidate length scales for the sparse GP, all scored in ONE pass over the data: each block's
+        statistics of every candidate are gathered at once, then on the driver each candidate's bound is
+        maximized over the signal variance and the noise (those the kernel leaves free, within its bounds, as
+        each L-BFGS-B step does) and the best candidate is kept. With ``optimizer=None`` the fit stops there
+        (``kernel_`` is the best candidate); otherwise the optimizer starts from it. A row of the grid is one
+        candidate: a number (one length scale, or one shared by every feature of an ARD kernel) or a row of
+        ``n_features`` (an ARD kernel). The kernel's length scale must be free and the candidates within its
+        bounds. ``None``: no grid, scikit-learn's behaviour. A constructor parameter, as ``RidgeCV``'s
+        ``alphas`` and ``KernelRidgeCV``'s ``gammas``, so that ``clone``, ``GridSearchCV``, pipelines and model
+        files keep it; the score is the fit's own objective (the bound on the evidence), not a
+        cross-validated score, so one pass serves every candidate. Sparse GP only: the exact GP reads X into
+        memory once whatever the search, so a grid saves it no pass (use ``n_restarts_optimizer`` or
+        scikit-learn's ``GridSearchCV``). The pass holds ``n_candidates x n_centers²`` float64 a task; more
+        than ``dkapprox.cv-statistics-bytes`` (2 GiB) is refused, naming how many candidates fit.
 
     Attributes
     ----------
@@ -95,8 +112,19 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         σ²: the WhiteKernel's noise level plus ``alpha``.
     n_passes_ : int
         Passes over the training data the fit made: the centers', the targets' mean and scale with
-        ``normalize_y`` on dask input, one per evaluation of the bound and one per gradient with a free
-        length scale (0 for the exact GP: it reads X once into memory).
+        ``normalize_y`` on dask input, one for the whole ``length_scale_grid``, one per evaluation of the
+        bound at new length scales and one per gradient with a free length scale (0 for the exact GP: it
+        reads X once into memory).
+    grid_scores_ : ndarray of shape (n_candidates,)
+        The bound of each candidate of ``length_scale_grid`` at its best signal variance and noise (``-inf``
+        where it is not positive definite); only with a grid.
+    grid_thetas_ : ndarray of shape (n_candidates, n_kernel_params)
+        ``kernel.theta`` of each candidate there (log hyperparameters; NaN where its score is ``-inf``):
+        ``kernel.clone_with_theta(grid_thetas_[i])`` is the kernel ``grid_scores_[i]`` scores; only with a grid.
+    best_index_ : int
+        The candidate of ``length_scale_grid`` with the highest bound; only with a grid.
+    best_length_scale_ : float or ndarray of shape (n_features,)
+        Its length scale, where the optimizer started (``kernel_`` holds where it ended); only with a grid.
     input_persisted_ : bool
         Whether dask input was persisted in the workers' memory for the fit's passes (where it fits);
         sparse GP only.
@@ -120,6 +148,14 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
     >>> mean, std = gp.predict(np.array([[0.0], [1.0]]), return_std=True)
     >>> bool(np.all(np.abs(mean - np.sin([0.0, 1.0])) < 0.1)), bool(np.all((std > 0.05) & (std < 0.2)))
     (True, True)
+
+    Five length scales scored in one pass, the best kept (``optimizer=None``: no search beyond the grid; the
+    other pass is the centers' draw):
+
+    >>> grid = GaussianProcessRegressor(RBF(1.0) + WhiteKernel(0.1), n_centers=30, optimizer=None, random_state=0,
+    ...                                 length_scale_grid=[0.1, 0.3, 1.0, 3.0, 10.0]).fit(X, y)
+    >>> grid.best_length_scale_, grid.n_passes_
+    (1.0, 2)
     """
 
     _parameter_constraints: dict = {
@@ -132,10 +168,12 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         "centers": [StrOptions(set(SELECTORS)), "array-like"],
         "center_params": [dict, None],
         "random_state": ["random_state"],
+        "length_scale_grid": ["array-like", None],
     }
 
     def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b", n_restarts_optimizer=0,
-                 normalize_y=False, n_centers=None, centers="uniform", center_params=None, random_state=None):
+                 normalize_y=False, n_centers=None, centers="uniform", center_params=None, random_state=None,
+                 length_scale_grid=None):
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
@@ -145,6 +183,7 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         self.centers = centers
         self.center_params = center_params
         self.random_state = random_state
+        self.length_scale_grid = length_scale_grid
 
     # -- fit -------------------------------------------------------------------------
 
@@ -163,8 +202,15 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         """
         self._validate_params()
         _refuse_sparse(X)
+        for name in _GRID_STATE:
+            self.__dict__.pop(name, None)
         kernel = self._initial_kernel()
         if self.n_centers is None and isinstance(self.centers, str):
+            if self.length_scale_grid is not None:
+                raise ValueError("length_scale_grid is for the sparse GP (give n_centers, or an array of centers): "
+                                 "its one pass over the data is what a grid saves, and the exact GP reads X into "
+                                 "memory once whatever the search. For the exact GP use n_restarts_optimizer, or "
+                                 "scikit-learn's GridSearchCV over the kernel's length_scale.")
             return self._fit_exact(X, y, kernel)
         return self._fit_sparse(X, y, kernel)
 
@@ -212,10 +258,13 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
                              "row is for the exact GP (n_centers=None).")
         X, y, lazy = check_Xy(self, X, y, y_numeric=True, on_host=True)
         params = read_kernel(kernel, X.shape[1])
+        grid = None if self.length_scale_grid is None else _grid.candidates(self.length_scale_grid, kernel, X.shape[1])
         check = BlockCheck(type(self).__name__)
         rows = row_source(X, check=check if lazy else None)
         n_samples = rows.n_rows
         selector, n_centers = self._selector(X, n_samples)
+        if grid is not None:
+            _grid.check_size(grid.shape[0], n_centers)
         gamma = 0.5 / float(np.mean(params.length_scale)) ** 2
         chosen = selector.select(rows, n_centers, Kernel("rbf", (("gamma", gamma),)),
                                  check_random_state(self.random_state))
@@ -235,8 +284,15 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
                                     rows.passes + passes)
         _sparse.TRAINING[self] = training
         theta = kernel.theta
+        if grid is not None:
+            found = _grid.search(training, kernel, grid, X.shape[1])
+            theta = found.thetas[found.best]
+            self.grid_scores_, self.grid_thetas_, self.best_index_ = found.scores, found.thetas, found.best
+            best = read_kernel(kernel.clone_with_theta(theta), X.shape[1]).length_scale
+            self.best_length_scale_ = float(best) if np.ndim(best) == 0 else best
         if self.optimizer is not None and kernel.n_dims > 0:
-            theta, _ = training.optimize(kernel, self.optimizer, self.n_restarts_optimizer, self.random_state)
+            theta, _ = training.optimize(kernel.clone_with_theta(theta), self.optimizer, self.n_restarts_optimizer,
+                                         self.random_state)
         kernel_ = kernel.clone_with_theta(theta)
         if self.optimizer is not None and kernel.n_dims > 0:
             kernel_._check_bounds_params()  # scikit-learn's ConvergenceWarning for a value at its bound

@@ -112,9 +112,28 @@ def _split(kernel, prefix):
     return None, None, None
 
 
+def crosses(kernels, X, Z):
+    """``k(X, Z)`` of each kernel in turn (a generator: one alive at a time). Those with one length scale share
+    the raw points' squared distances, each scaled by its ℓ², as KernelRidgeCV's gammas share theirs."""
+    raw = None
+    for kernel in kernels:
+        scale = np.unique(kernel.length_scale)
+        if scale.size != 1:
+            yield kernel.cross(X, Z)
+            continue
+        if raw is None:
+            raw = _expansion(X, Z)
+        r2 = raw / float(scale[0]) ** 2
+        yield kernel.variance * _k0(kernel.nu, np.where(r2 > COINCIDENT, r2, 0.0))
+
+
+def _expansion(A, B):
+    return (A * A).sum(axis=1)[:, None] - 2.0 * (A @ B.T) + (B * B).sum(axis=1)[None, :]
+
+
 def _sqdist(A, B):
     """r² by expansion (one GEMM); below ``COINCIDENT`` it is rounding: 0, so that sqrt(r²) is no noise's root."""
-    d = (A * A).sum(axis=1)[:, None] - 2.0 * (A @ B.T) + (B * B).sum(axis=1)[None, :]
+    d = _expansion(A, B)
     return np.where(d > COINCIDENT, d, 0.0)
 
 

@@ -9,6 +9,7 @@ import scipy.linalg
 
 from .. import engine, inputs
 from ..kernels import row_slices
+from ._kernels import crosses
 
 IN_MEMORY_ROWS = 8192  # rows a block when the data is in memory: K_bm stays 8192 x m
 
@@ -56,6 +57,33 @@ def statistics_partial(row_start, state, X, y):
         Phi = whiten(state.L, state.params.cross(np.asarray(X[s], dtype=np.float64), state.centers))
         C += Phi.T @ Phi
         U += Phi.T @ Y[s]
+    return C, U, float((Y * Y).sum()), X.shape[0]
+
+
+@dataclass(frozen=True)
+class GridState:
+    """A grid pass's task state: every candidate's kernel at unit signal variance and its centers' factor."""
+
+    params: tuple  # (n_candidates,) _kernels.Stationary
+    centers: np.ndarray
+    y_mean: np.ndarray
+    y_std: np.ndarray
+    L: np.ndarray  # (n_candidates, m, m): chol(K_mm + jitter) of each
+    check: object = None
+
+
+def grid_statistics_partial(row_start, state, X, y):
+    """:func:`statistics_partial` of every candidate at once: ``(C (k, m, m), U (k, m, t), ||Y_b||², rows)``."""
+    if state.check is not None:
+        state.check(X)
+    Y = _targets(state, y)
+    k, m = len(state.params), state.centers.shape[0]
+    C, U = np.zeros((k, m, m)), np.zeros((k, m, Y.shape[1]))
+    for s in _slices(X, state):
+        for g, K in enumerate(crosses(state.params, np.asarray(X[s], dtype=np.float64), state.centers)):
+            Phi = whiten(state.L[g], K)
+            C[g] += Phi.T @ Phi
+            U[g] += Phi.T @ Y[s]
     return C, U, float((Y * Y).sum()), X.shape[0]
 
 

@@ -48,9 +48,38 @@ class Training:
             self._last = (scales, _bound.Statistics(0.5 * (C + C.T), U, yy, int(rows)), A, L)
         return self._last[1:]
 
+    def grid_statistics(self, candidates):
+        """Each candidate's ``(Statistics, A0, L0)`` at unit signal variance from ONE pass (None where its K_mm is
+        not positive definite): every block's partials of all of them, folded as one candidate's are."""
+        units, found = [], [None] * len(candidates)
+        for g, params in enumerate(candidates):
+            unit = dataclasses.replace(params, variance=1.0)
+            try:
+                found[g] = _bound.center_factor(unit, self.centers)
+            except np.linalg.LinAlgError:
+                continue
+            units.append((g, unit))
+        if units:
+            state = _passes.GridState(tuple(u for _, u in units), self.centers, self.y_mean, self.y_std,
+                                      np.stack([found[g][1] for g, _ in units]), self.check)
+            C, U, yy, rows = _passes.data_pass(self.X, self.y, state, _passes.grid_statistics_partial, self.lazy)
+            self.passes += 1
+            for i, (g, _) in enumerate(units):
+                stats = _bound.Statistics(0.5 * (C[i] + C[i].T), U[i], yy, int(rows))
+                found[g] = (stats, *found[g])
+        return found
+
+    def keep(self, params, found):
+        """Take one candidate's ``(Statistics, A0, L0)`` as the last pass's, so its length scales need no other."""
+        self._last = (np.atleast_1d(np.asarray(params.length_scale, dtype=np.float64)), *found)
+
     def bound(self, params):
         """The bound at ``params`` (a pass only for length scales not seen last)."""
-        stats, A, L = self._statistics(params)
+        return self.bound_from(self._statistics(params), params)
+
+    def bound_from(self, found, params):
+        """The bound at ``params`` from its length scales' ``(Statistics, A0, L0)``: driver algebra, no pass."""
+        stats, A, L = found
         s2 = params.variance
         scaled = _bound.Statistics(s2 * stats.C, np.sqrt(s2) * stats.U, stats.yy, stats.n)
         return _bound.bound(scaled, s2 * A, np.sqrt(s2) * L, params.noise + self.alpha, stats.n * s2)
@@ -141,34 +170,14 @@ class _Profile:
         self._profile = None  # (statistics, their Profile): one eigendecomposition a pass
 
     def inner(self, theta):
-        """θ with its signal variance and noise at their best for θ's length scales: one pass's sums searched
-        on the driver (:class:`~._bound.Profile`, O(m) a step), no pass."""
+        """θ with its signal variance and noise at their best for θ's length scales (:func:`profiled`), no pass."""
         if not self.others:
             return theta
-        kernel = self.kernel.clone_with_theta(theta)
-        params = read_kernel(kernel, self.training.X.shape[1])
+        params = read_kernel(self.kernel.clone_with_theta(theta), self.training.X.shape[1])
         stats, _, _ = self.training._statistics(params)
         if self._profile is None or self._profile[0] is not stats:
             self._profile = (stats, _bound.Profile(stats))
-        profile, alpha = self._profile[1], self.training.alpha
-        names = dict(params.names)
-        where = {part: _indices(kernel, names[part])[0] for part in ("variance", "noise")
-                 if part in names and _indices(kernel, names[part])}
-        free = [part for part in ("variance", "noise") if part in where]
-        at = [where[part] for part in free]
-
-        def objective(x):
-            values = dict(zip(free, np.exp(x)))
-            u, noise = values.get("variance", params.variance), values.get("noise", params.noise)
-            value, d_u, d_v = profile(u, noise + alpha)
-            grads = {"variance": d_u * u, "noise": d_v * noise}  # in log parameters
-            return -value, -np.array([grads[part] for part in free])
-
-        result = scipy.optimize.minimize(objective, theta[at], method="L-BFGS-B", jac=True, bounds=self.bounds[at],
-                                         options=INNER_TOLERANCES)
-        full = theta.copy()
-        full[at] = result.x
-        return full
+        return profiled(self.kernel, theta, self._profile[1], self.training.alpha, self.training.X.shape[1])
 
     def run(self, theta):
         start = np.asarray(theta, dtype=np.float64).copy()
@@ -197,6 +206,32 @@ class _Profile:
             full[self.length] = result.x
             full = self.inner(full)
         return full, float(result.fun)
+
+
+def profiled(kernel, theta, profile, alpha, n_features):
+    """θ with its free signal variance and noise at their best for θ's length scales: one pass's sums searched on
+    the driver (:class:`~._bound.Profile`, O(m) a step) within ``kernel.bounds``; θ itself where both are fixed."""
+    params = read_kernel(kernel.clone_with_theta(theta), n_features)
+    names = dict(params.names)
+    where = {part: _indices(kernel, names[part])[0] for part in ("variance", "noise")
+             if part in names and _indices(kernel, names[part])}
+    free = [part for part in ("variance", "noise") if part in where]
+    if not free:
+        return theta
+    at = [where[part] for part in free]
+
+    def objective(x):
+        values = dict(zip(free, np.exp(x)))
+        u, noise = values.get("variance", params.variance), values.get("noise", params.noise)
+        value, d_u, d_v = profile(u, noise + alpha)
+        grads = {"variance": d_u * u, "noise": d_v * noise}  # in log parameters
+        return -value, -np.array([grads[part] for part in free])
+
+    result = scipy.optimize.minimize(objective, theta[at], method="L-BFGS-B", jac=True, bounds=kernel.bounds[at],
+                                     options=INNER_TOLERANCES)
+    full = np.array(theta, dtype=np.float64)
+    full[at] = result.x
+    return full
 
 
 def _minimize(optimizer, objective, theta, bounds):

@@ -1,6 +1,7 @@
 """An estimator's parameters and fitted state as JSON plus named NumPy arrays, and back.
 
-Encoding is generic: parameters come from ``get_params(deep=False)``; the
+Encoding is generic: parameters come from ``get_params(deep=False)`` (less
+those a class gained after its first files, :data:`LATER_PARAMS`, while None); the
 fitted state is every other entry of the instance ``__dict__`` (public
 attributes ending in ``_`` and private ones such as RBFSampler's ``_gamma``).
 Values are JSON scalars, or one-key tagged objects::
@@ -46,6 +47,9 @@ GP_KERNELS = {cls.__name__: cls for cls in (
     gp_kernels.ConstantKernel, gp_kernels.WhiteKernel, gp_kernels.RBF, gp_kernels.Matern,
     gp_kernels.RationalQuadratic, gp_kernels.ExpSineSquared, gp_kernels.DotProduct, gp_kernels.Sum,
     gp_kernels.Product, gp_kernels.Exponentiation)}
+#: parameters a class gained after its model files were first saved, all defaulting to None: left out of a file (and
+#: so of its fingerprint) while None, and None where a file lacks them, so earlier files load with their fingerprints
+LATER_PARAMS = {"GaussianProcessRegressor": frozenset({"length_scale_grid"})}
 _SPARSE_PARTS = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
                  "coo": ("data", "row", "col")}
 
@@ -64,11 +68,13 @@ def class_name(estimator) -> str:
 
 
 def param_names(estimator) -> list:
-    return sorted(estimator.get_params(deep=False))
+    params = estimator.get_params(deep=False)
+    later = LATER_PARAMS.get(type(estimator).__name__, ())
+    return sorted(k for k in params if not (k in later and params[k] is None))
 
 
 def fitted_names(estimator) -> list:
-    params = set(param_names(estimator))
+    params = set(estimator.get_params(deep=False))
     return sorted(k for k in vars(estimator) if k not in params and not k.startswith("__"))
 
 
@@ -171,11 +177,12 @@ class Decoder:
         if not isinstance(params, dict) or not isinstance(attrs, dict):
             raise StateError("'params' and 'attributes' must be objects")
         expected = sorted(get_param_names(cls))
-        if sorted(params) != expected:
+        later = LATER_PARAMS.get(doc["class"], frozenset())
+        if set(params) - set(expected) or not set(expected) - set(params) <= later:
             raise StateError(f"{doc['class']} takes parameters {expected}, the file has {sorted(params)}")
         est = cls(**{k: self.value(v) for k, v in params.items()})
         for name, value in attrs.items():
-            if not _NAME.match(name) or name.startswith("__") or name in params:
+            if not _NAME.match(name) or name.startswith("__") or name in expected:
                 raise StateError(f"invalid fitted attribute name {name!r}")
             est.__dict__[name] = self.value(value)  # no setattr: no descriptor or property runs
         return est
