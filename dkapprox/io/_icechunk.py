@@ -80,12 +80,19 @@ class Address:
         return ic.s3_storage(bucket=bucket, prefix=prefix or None, **_s3_arguments(self.storage_options))
 
     def repository(self, *, create=False):
-        """The repository (made empty if ``create`` and there is none)."""
+        """The repository (made empty if ``create`` and there is none).
+
+        Virtual chunks are read from the containers the storage option ``virtual_chunks`` names (URL
+        prefixes the user trusts, e.g. ``["s3://archive/netcdf/"]``), with credentials from the
+        environment: Icechunk reads none without that authorization, since a repository could point
+        its chunks at any file.
+        """
         ic = icechunk()
         storage = self.storage()
         try:
             if ic.Repository.exists(storage):
-                return ic.Repository.open(storage)
+                trusted = _virtual_access(ic, self.storage_options.get("virtual_chunks"))
+                return ic.Repository.open(storage, authorize_virtual_chunk_access=trusted)
         except Exception as exc:  # noqa: BLE001 - icechunk's own errors name no repository
             raise failure(self.repository_url, exc) from exc
         if not create:
@@ -262,6 +269,25 @@ def input_of(node):
         raise InputDataError(f"icechunk session on {session.branch}: the input has uncommitted changes, which no "
                              "snapshot names; commit them first, or read a read-only session")
     return IcechunkInput(snapshot, (node.path or "").strip("/"), node, _OPENED.get(snapshot))
+
+
+def _virtual_access(ic, prefixes):
+    """icechunk's ``authorize_virtual_chunk_access`` for the trusted URL prefixes (None: none trusted)."""
+    if prefixes is None:
+        return None
+    if isinstance(prefixes, str) or not all(isinstance(p, str) and "://" in p for p in prefixes):
+        raise InputDataError(f"virtual_chunks must be a list of URL prefixes, e.g. [\"s3://bucket/files/\"], got "
+                             f"{prefixes!r}")
+    local = getattr(getattr(ic, "credentials", None), "LocalFileSystemAccess", None)  # icechunk 2.x's sentinel
+    access = {}
+    for prefix in prefixes:
+        if prefix.startswith("file://"):
+            access[prefix] = local
+        elif prefix.startswith(("s3://", "s3a://")):
+            access[prefix] = ic.s3_from_env_credentials()
+        else:
+            access[prefix] = None  # the store's own defaults (public HTTP, GCS/Azure from the environment)
+    return access
 
 
 def _s3_arguments(options) -> dict:

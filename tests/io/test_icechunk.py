@@ -217,3 +217,24 @@ def test_the_command_line_takes_addresses_for_input_and_out(repo):
     assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stderr
     missing = _cli("featurize", f"{url}?branch=nope&array=X", "--method", "rbf", "--out", out)
     assert missing.returncode == 66 and "ref not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_virtual_chunks_are_read_from_the_containers_the_user_trusts(tmp_path):
+    raw = np.random.default_rng(4).random((100, 4))
+    (tmp_path / "raw.bin").write_bytes(raw.tobytes())
+    prefix = f"file://{tmp_path}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(
+        str(tmp_path))))
+    repo_ = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")), config=config)
+    session = repo_.writable_session("main")
+    zarr.create_array(session.store, name="X", shape=(100, 4), chunks=(50, 4), dtype="f8", compressors=None)
+    for i in range(2):  # each chunk is 50 rows of the raw file, read where it lies
+        session.store.set_virtual_ref(f"X/c/{i}/0", f"{prefix}raw.bin", offset=i * 1600, length=1600)
+    session.commit("virtual chunks")
+    url = f"icechunk+file://{tmp_path}/repo?array=X"
+    with pytest.raises(Exception, match="authorize the\\s+(\\| )?virtual chunk container"):
+        open_array(url).compute()
+    np.testing.assert_array_equal(open_array(url, storage_options={"virtual_chunks": [prefix]}).compute(), raw)
+    with pytest.raises(InputDataError, match="list of URL prefixes"):
+        open_array(url, storage_options={"virtual_chunks": prefix})
