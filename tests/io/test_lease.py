@@ -274,7 +274,7 @@ def test_a_lease_of_another_host_is_refused_until_it_expires_then_taken_over(whe
     assert describe(out)["status"] == "complete" and read_lease(locate(out)) is None
 
 
-def _race(out, barrier, results):
+def _race(out, barrier, results, looked):
     barrier.wait(30)
     try:
         lease = acquire(locate(out), ttl=30.0)
@@ -282,7 +282,7 @@ def _race(out, barrier, results):
         results.put("busy")
         return
     results.put("won")
-    time.sleep(1.0)  # hold it while the others look
+    looked.wait(60)  # hold it until every other process has looked, however late the machine let it start
     lease.release()
 
 
@@ -290,11 +290,12 @@ def test_of_several_processes_taking_the_lease_at_once_exactly_one_wins(where):
     kind, out = where
     ctx = multiprocessing.get_context("fork")
     n = 4
-    barrier, results = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(out, barrier, results)) for _ in range(n)]
+    barrier, results, looked = ctx.Barrier(n), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_race, args=(out, barrier, results, looked)) for _ in range(n)]
     for p in procs:
         p.start()
     got = sorted(results.get(timeout=60) for _ in procs)
+    looked.set()
     for p in procs:
         p.join(30)
     assert got == ["busy"] * (n - 1) + ["won"]
