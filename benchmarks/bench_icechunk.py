@@ -4,7 +4,7 @@
 
 Prints, side by side, the seconds of the same featurization job (RBFSampler, 256 float32 features a row)
 written to a plain Zarr store and to an Icechunk repository on local disk (and, with ``--s3``, on a moto S3
-server on loopback), alternating, three runs each; the ratio Zarr / Icechunk (>= 0.9 is the target); the
+server on loopback), alternating, three runs each; Icechunk's speed over Zarr's (>= 0.9 is the target); the
 time from the last block written to the branch showing the commit; the commits a job makes; and the size of
 the repository's metadata (snapshots, manifests, transactions, refs) after ``--nights`` nightly runs.
 """
@@ -57,7 +57,7 @@ def _compare(name, plain_in, plain_out, ice_in, ice_out, repeats=3):
         latency.append(report.commit_seconds)
         commits.add(report.commits)
     p, i = min(plain), min(ice)
-    print(f"{name:<14} plain Zarr {p:7.2f} s   Icechunk {i:7.2f} s   Zarr/Icechunk {p / i:5.2f}x   "
+    print(f"{name:<14} plain Zarr {p:7.2f} s   Icechunk {i:7.2f} s   Icechunk/Zarr speed {p / i:5.2f}x   "
           f"last block -> branch shows it {min(latency) * 1e3:7.1f} ms (max {max(latency) * 1e3:.1f})   "
           f"commits/job {sorted(commits)}")
 
