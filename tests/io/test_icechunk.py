@@ -36,7 +36,7 @@ def _commit(repo, data, *, chunks=(100, 12), name="X", branch="main"):
 
 @pytest.fixture
 def repo(tmp_path):
-    data = np.random.default_rng(5).random((N_BLOCKS * 100, 12)).astype(np.float32)
+    data = np.random.default_rng(5).random((N_BLOCKS * 100, 12))  # float64: X * 2 keeps it in both graph modes
     repo, snapshot = _repo(tmp_path / "repo", data)
     return repo, f"icechunk+file://{tmp_path}/repo", data, snapshot
 
