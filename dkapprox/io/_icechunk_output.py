@@ -48,11 +48,10 @@ log = logging.getLogger(__name__)
 
 
 def address_of(out, storage_options=None) -> Address:
-    """The output address of ``out`` (an ``icechunk+...`` address; an open session is refused with a hint)."""
+    """The output address of ``out`` (an ``icechunk+...`` address)."""
     if not isinstance(out, str):
-        raise TypeError("write_features takes an Icechunk output as an address, e.g. "
-                        "'icechunk+file:///data/repo?branch=main&group=features': the job commits on a work "
-                        "branch of its own and moves the branch once, which a session cannot")
+        raise TypeError(f"write_features takes an Icechunk output as an address, e.g. 'icechunk+file:///data/repo"
+                        f"?branch=main&group=features', or a writable session, not {type(out).__name__}")
     return parse(out, storage_options, kind="output")
 
 
@@ -83,6 +82,20 @@ class ForkWriter:
         features, done = (group[name].with_config({"write_empty_chunks": True}) for name in (FEATURES, BLOCKS_DONE))
         self.block_writer(features, done, lease=self.lease)(block, index)
         return fork
+
+
+def write_forks(features, writer: ForkWriter, blocks, memory) -> list:
+    """The forks of ``blocks`` written by ``writer``, under the active distributed client if any."""
+    from .. import utils
+    from ..cluster import active_client, explain_worker_deaths, run
+
+    lazy = engine.store_blocks(features, writer, blocks, name=f"dkapprox-icechunk-{uuid.uuid4().hex}", gather=True)
+    client = active_client()
+    if client is not None:
+        return run(client, lazy, memory=memory, progress=utils.where())
+    with explain_worker_deaths(memory, objs=(lazy,)):
+        (forks,) = utils.compute(lazy)
+    return forks
 
 
 def write_icechunk(features, address: Address, *, header, inputs, identities, memory, overwrite, refresh,
@@ -167,22 +180,10 @@ class _Job:
                 log.warning("%s: the branch moved since the unfinished job on %s began; starting over", where,
                             self.work)
         elif self.tip is not None and not overwrite:
-            info, present = self._info(self.address.branch)
-            if info is not None:
-                diffs = _job_differences(info, self.header)
-                if diffs:
-                    raise OutputExistsError(f"{where}: features of another job ({'; '.join(diffs)}) are on the "
-                                            "branch; pass overwrite=True to replace them, or name another group")
-                if info.get("inputs_digest") == self.header["inputs_digest"]:
-                    raise OutputExistsError(f"{where}: these features are on the branch already (snapshot "
-                                            f"{self.tip}); pass overwrite=True to write them again")
-                if not refresh:
-                    raise changed_error(where, _changes(info, self.header))
-                self._start()
-                return False, True
-            if present:
-                raise OutputExistsError(f"{where}: the branch holds {self.address.group}, which is no dkapprox "
-                                        "output; pass overwrite=True to replace it, or name another group")
+            refreshed = check_existing(where, *self._info(self.address.branch), self.header, refresh=refresh,
+                                       version=f"snapshot {self.tip}")
+            self._start()
+            return False, refreshed
         self._start()
         return False, False
 
@@ -213,19 +214,9 @@ class _Job:
 
     def write(self, features, batch, lease, memory, *, written):
         """Write ``batch`` through forks of the work branch, merge them here and commit them."""
-        from .. import utils
-        from ..cluster import active_client, explain_worker_deaths, run
-
         session = self.repo.writable_session(self.work)
         writer = ForkWriter(session.fork(), self.address.group, self.writer.BlockWriter, lease.checker())
-        lazy = engine.store_blocks(features, writer, batch, name=f"dkapprox-icechunk-{uuid.uuid4().hex}",
-                                   gather=True)
-        client = active_client()
-        if client is not None:
-            forks = run(client, lazy, memory=memory, progress=utils.where())
-        else:
-            with explain_worker_deaths(memory, objs=(lazy,)):
-                (forks,) = utils.compute(lazy)
+        forks = write_forks(features, writer, batch, memory)
         self.last_block = time.perf_counter()
         lease.check()  # never commit under another run's lease
         session.merge(*forks)
@@ -278,6 +269,26 @@ class _Job:
         visible = time.perf_counter() - (self.last_block or started)
         self.repo.delete_branch(self.work)
         return snapshot, visible
+
+
+def check_existing(where, info, present, header, *, refresh, version) -> bool:
+    """Whether a group already at ``where`` (``info`` its dkapprox attributes, if any) is refreshed; the
+    refusals of a finished output otherwise: another job's, the same one's, or a node that is no output."""
+    if info is not None:
+        diffs = _job_differences(info, header)
+        if diffs:
+            raise OutputExistsError(f"{where}: features of another job ({'; '.join(diffs)}) are there; pass "
+                                    "overwrite=True to replace them, or name another group")
+        if info.get("inputs_digest") == header["inputs_digest"]:
+            raise OutputExistsError(f"{where}: these features are on the branch already ({version}); pass "
+                                    "overwrite=True to write them again")
+        if not refresh:
+            raise changed_error(where, _changes(info, header))
+        return True
+    if present:
+        raise OutputExistsError(f"{where}: the branch holds that group, which is no dkapprox output; pass "
+                                "overwrite=True to replace it, or name another group")
+    return False
 
 
 def _changes(info, header):

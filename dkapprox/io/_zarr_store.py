@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import DkapproxError, IncompleteStoreError, InputDataError, InputMissingError, TemporaryFailure
-from ._icechunk import is_icechunk, parse, session_node
+from ._icechunk import DEFAULT_GROUP, is_icechunk, parse, session_node
 from ._icechunk import open_node as open_icechunk
 from ._location import Location, locate, location_of_node, missing_bucket, redact
 from ._markers import BLOCKS_DONE, read  # noqa: F401 - BLOCKS_DONE: named here too, as FEATURES is
@@ -122,16 +122,20 @@ def open_target(source, *, storage_options=None):
     return zarr_as_dask(node, where, ndims=(1, 2))
 
 
-def open_features(path, *, allow_incomplete=False, storage_options=None):
+def open_features(path, *, allow_incomplete=False, storage_options=None, group=None):
     """The features of a dkapprox output store as a dask array.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        A store written by :func:`dkapprox.io.write_features`.
+    path : str, os.PathLike or icechunk.Session
+        A store written by :func:`dkapprox.io.write_features`: a path or URL, an Icechunk address
+        (``icechunk+file:///repo?branch=main&group=features``), or an open Icechunk session.
     allow_incomplete : bool, default=False
         Open a store whose job has not finished (died or still running);
         blocks not yet written read as the fill value (NaN for floats).
+    group : str, optional
+        An Icechunk session only: the features' group in it (default ``"features"``); an address
+        names it with ``group=``.
 
     Raises
     ------
@@ -158,7 +162,12 @@ def open_features(path, *, allow_incomplete=False, storage_options=None):
     >>> float(open_features(out).sum().compute())
     400.0
     """
-    node, where = open_node(path, storage_options=storage_options, kind="features")
+    session = is_icechunk(path) and not isinstance(path, str)
+    if group is not None and not session:
+        raise ValueError("group= names the features' group in an Icechunk session; an address names it with "
+                         "group= in its text, and a Zarr output store is the group itself")
+    component = (group or DEFAULT_GROUP) if session else None
+    node, where = open_node(path, component, storage_options=storage_options, kind="features")
     if not _is_group(node) or output_attributes(node) is None:
         raise InputDataError(f"{where}: not a dkapprox output store (no '{ATTRIBUTE}' attributes of "
                              f"kind '{OUTPUT_KIND}'); use dkapprox.io.open_array for other Zarr arrays.")

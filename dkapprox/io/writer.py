@@ -37,6 +37,7 @@ from ..errors import IncompleteStoreError, InputDataError, InputMissingError, Te
 from ._common import canonical_json, package_version, utc_now
 from ._icechunk import input_of, is_icechunk
 from ._icechunk_output import address_of, write_icechunk
+from ._icechunk_session import session_target, write_session
 from ._identity import compare, has_listing, identify, listing_digest, save_listing
 from ._lease import acquire
 from ._location import Location, is_inside, locate, location_of_node
@@ -223,7 +224,8 @@ def _raw_markers(done) -> bool:
 
 
 def write_features(features, out, *, plan, overwrite=False, refresh=False, compute=True, allow_inside_input=False,
-                   compression=None, storage_options=None, wait=False, lease_ttl=None, sources=(), commit_every=None):
+                   compression=None, storage_options=None, wait=False, lease_ttl=None, sources=(), commit_every=None,
+                   group=None):
     """Store a lazy 2-D dask array to a Zarr store at ``out``; rerunnable, never losing blocks.
 
     Parameters
@@ -237,7 +239,9 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         :mod:`dkapprox.io._zarr_store`); or an Icechunk address,
         ``icechunk+file:///path/repo?branch=main&group=features`` (or ``icechunk+s3://bucket/prefix?...``):
         the group is written on a work branch, committed every ``commit_every`` blocks, and the
-        branch moves to the finished snapshot once (:mod:`dkapprox.io._icechunk_output`).
+        branch moves to the finished snapshot once (:mod:`dkapprox.io._icechunk_output`). Or a
+        writable Icechunk session without uncommitted changes: the group ``group`` is written into
+        it, and the caller commits (:mod:`dkapprox.io._icechunk_session`).
     plan : dict
         JSON-safe description of the job (input path, shape and chunks, model
         fingerprint, estimator parameters, chunking), recorded in the store
@@ -277,6 +281,8 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     commit_every : int, optional
         An Icechunk output only: blocks between two commits of the job's work branch (default 256);
         a killed job loses at most these.
+    group : str, optional
+        An Icechunk session only: the features' group in it (default ``"features"``).
 
     Returns
     -------
@@ -335,16 +341,21 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
     features = _storable(features)
     plan = _json_safe_plan(plan)
     every = markers_per_log()
-    icechunk = address_of(out, storage_options) if is_icechunk(out) else None
-    if icechunk is not None and not compute:
-        raise ValueError("an Icechunk output commits as it writes: pass compute=True (write_features runs the "
-                         "compute under the active distributed client, if any)")
-    loc = locate(out, storage_options) if icechunk is None else icechunk.location()
-    if not allow_inside_input and icechunk is None:  # a snapshot read is immutable: the same repository is fine
+    session = session_target(out, group) if is_icechunk(out) and not isinstance(out, str) else None
+    if group is not None and session is None:
+        raise ValueError("group= names the features' group in an Icechunk session; an address names it with "
+                         "group= in its text, and a Zarr output store is the group itself")
+    icechunk = address_of(out, storage_options) if is_icechunk(out) and session is None else None
+    if (icechunk is not None or session is not None) and not compute:
+        raise ValueError("an Icechunk output is written through forked sessions merged on the driver: pass "
+                         "compute=True (write_features runs the compute under the active distributed client, "
+                         "if any)")
+    loc = None if session is not None else locate(out, storage_options) if icechunk is None else icechunk.location()
+    if not allow_inside_input and icechunk is None and session is None:  # a snapshot read is immutable
         _refuse_inside_input(loc, features, plan)
     memory = check_memory(features)  # before the store is made: a refused job leaves nothing behind
     # workers on other hosts must see a local out (and input) as the client does, or blocks land on their disks
-    require_shared(outputs=[loc], inputs=input_locations(features, plan))
+    require_shared(outputs=[loc] if loc is not None else [], inputs=input_locations(features, plan))
     inputs = input_arrays(features) + [(source, source.loc) for source in sources]
     identities = [_identify(z, where, loc) for z, where in inputs]  # one listing each, before any write
     header = {
@@ -352,12 +363,16 @@ def write_features(features, out, *, plan, overwrite=False, refresh=False, compu
         "plan": plan, "layout": _layout(features, compression), "status": "writing", "created": utc_now(),
         "inputs": [i.summary() for i in identities], "inputs_digest": listing_digest(identities),
     }
+    shared = SimpleNamespace(BlockWriter=BlockWriter, WriteReport=WriteReport, identify=_identify)
+    if session is not None:
+        return write_session(features, *session, header=header, inputs=inputs, identities=identities, memory=memory,
+                             overwrite=overwrite, refresh=refresh, compression=compression, started=started,
+                             writer=shared)
     if icechunk is not None:
         return write_icechunk(features, icechunk, header=header, inputs=inputs, identities=identities, memory=memory,
                               overwrite=overwrite, refresh=refresh, wait=wait, lease_ttl=lease_ttl,
                               compression=compression, started=started, commit_every=commit_every,
-                              writer=SimpleNamespace(BlockWriter=BlockWriter, WriteReport=WriteReport,
-                                                     identify=_identify))
+                              writer=shared)
     # refusals before any lease is written
     open_or_create(loc, header, identities, overwrite=overwrite, refresh=refresh, dry_run=True)
     lease = acquire(loc, wait=wait, ttl=lease_ttl)

@@ -155,8 +155,42 @@ def test_a_distributed_cluster_writes_through_forked_sessions(repo):
             Client(cluster):
         X = open_array(f"{url}?branch=main&array=X")
         report = write_features(X + 1, f"{url}?branch=main&group=feats", plan={}, commit_every=7)
+        session = repo_.writable_session("main")
+        write_features(X - 1, session, plan={}, group="minus")  # the caller's session: forks merged into it
     assert report.commits == 4
     np.testing.assert_array_equal(open_features(f"{url}?group=feats").compute(), data + 1)
+    np.testing.assert_array_equal(open_features(session, group="minus").compute(), data - 1)
+
+
+def test_a_writable_session_gets_the_group_uncommitted_and_the_caller_commits(repo):
+    repo_, url, data, _ = repo
+    X = open_array(f"{url}?branch=main&array=X")
+    session = repo_.writable_session("main")
+    report = write_features(X * 2, session, plan={"job": "double"}, group="rbf")
+    assert (report.blocks_written, report.commits, report.snapshot) == (N_BLOCKS, 0, None)
+    assert session.has_uncommitted_changes and "rbf" not in zarr.open_group(
+        repo_.readonly_session(branch="main").store, mode="r")
+    np.testing.assert_array_equal(open_features(session, group="rbf").compute(), data * 2)
+    session.commit("features")
+    np.testing.assert_array_equal(open_features(f"{url}?group=rbf").compute(), data * 2)
+    assert verify(f"{url}?group=rbf").ok and describe(f"{url}?group=rbf")["status"] == "complete"
+    session = repo_.writable_session("main")
+    with pytest.raises(OutputExistsError, match="on the branch already"):
+        write_features(X * 2, session, plan={"job": "double"}, group="rbf")
+    with pytest.raises(OutputExistsError, match="another job"):
+        write_features(X * 3, session, plan={"job": "triple"}, group="rbf")
+    assert not session.has_uncommitted_changes  # a refused job changed nothing
+    write_features(X * 3, session, plan={"job": "triple"}, group="rbf", overwrite=True)
+    np.testing.assert_array_equal(open_features(session, group="rbf").compute(), data * 3)
+    with pytest.raises(ValueError, match="uncommitted changes"):
+        write_features(X, session, plan={}, group="again")
+    session.commit("triple")
+    with pytest.raises(OutputExistsError, match="another layout"):
+        write_features(X[:, :6], repo_.writable_session("main"), plan={}, group="rbf", overwrite=True)
+    with pytest.raises(ValueError, match="read-only"):
+        write_features(X, repo_.readonly_session(branch="main"), plan={})
+    with pytest.raises(ValueError, match="group= names"):
+        write_features(X, f"{url}?group=g", plan={}, group="g")
 
 
 def test_hostile_repositories_are_named_with_the_right_error(repo, tmp_path):
