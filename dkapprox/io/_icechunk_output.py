@@ -38,7 +38,7 @@ from ._icechunk import Address, failure, is_icechunk, parse
 from ._identity import has_listing, save_listing
 from ._lease import acquire
 from ._location import Location
-from ._output_store import _job_differences, changed_error, ensure_arrays
+from ._output_store import _WRITE_CONFIG, _job_differences, changed_error, ensure_arrays
 from ._zarr_store import ATTRIBUTE, BLOCKS_DONE, FEATURES, blocks_done, output_attributes
 
 #: blocks written between two commits of the work branch (a killed job loses at most these);
@@ -73,13 +73,24 @@ class ForkWriter:
     group: str
     block_writer: type  # dkapprox.io.writer.BlockWriter: writes a block, then its checksum
     lease: object = None  # dkapprox.io._lease.LeaseCheck
+    metadata: tuple = ()  # the features' and blocks_done's zarr metadata, read once on the driver
 
-    def __call__(self, block, index):
+    @classmethod
+    def planned(cls, fork, group, block_writer, lease=None):
+        """A writer whose blocks open no metadata: three reads through the fork a block, 2-8 ms, saved."""
         import zarr
 
+        node = zarr.open_group(fork.store, path=group, mode="r")
+        return cls(fork, group, block_writer, lease, tuple(node[name].metadata for name in (FEATURES, BLOCKS_DONE)))
+
+    def __call__(self, block, index):
+        from zarr import Array
+        from zarr.core.array import AsyncArray
+        from zarr.storage import StorePath
+
         fork = pickle.loads(pickle.dumps(self.fork))  # one block's changes a fork: merged once each
-        group = zarr.open_group(fork.store, path=self.group, mode="r+")
-        features, done = (group[name].with_config({"write_empty_chunks": True}) for name in (FEATURES, BLOCKS_DONE))
+        features, done = (Array(AsyncArray(meta, StorePath(fork.store, f"{self.group}/{name}"), _WRITE_CONFIG))
+                          for meta, name in zip(self.metadata, (FEATURES, BLOCKS_DONE), strict=True))
         self.block_writer(features, done, lease=self.lease)(block, index)
         return fork
 
@@ -215,7 +226,7 @@ class _Job:
     def write(self, features, batch, lease, memory, *, written):
         """Write ``batch`` through forks of the work branch, merge them here and commit them."""
         session = self.repo.writable_session(self.work)
-        writer = ForkWriter(session.fork(), self.address.group, self.writer.BlockWriter, lease.checker())
+        writer = ForkWriter.planned(session.fork(), self.address.group, self.writer.BlockWriter, lease.checker())
         forks = write_forks(features, writer, batch, memory)
         self.last_block = time.perf_counter()
         lease.check()  # never commit under another run's lease

@@ -70,7 +70,7 @@ def write_session(features, session, group, *, header, inputs, identities, memor
     ensure_arrays(planned, header["layout"], compression)
     layout = header["layout"]
     todo = [tuple(int(i) for i in index) for index in np.ndindex(*layout["numblocks"])]
-    session.merge(fork, *write_forks(features, ForkWriter(fork, group, writer.BlockWriter), todo, memory))
+    session.merge(fork, *write_forks(features, ForkWriter.planned(fork, group, writer.BlockWriter), todo, memory))
     done = zarr.open_group(session.store, path=group, mode="r+")
     missing = int((~blocks_done(done)).sum())
     if missing:
