@@ -8,11 +8,12 @@ server on loopback), alternating, three runs each; Icechunk's speed over Zarr's 
 time from the last block written to the branch showing the commit; the commits a job makes; and the size of
 the repository's metadata (snapshots, manifests, transactions, refs) after ``--nights`` nightly runs.
 
-Every run writes a new output (a new Zarr store; a new repository), deleted after it, and the disk is flushed
-(``os.sync``) before each: a run that overwrote the last one's files would let the page cache drop that
-run's unflushed pages, which a nightly job, whose last output reached the disk hours ago, never gets (an
-earlier version of this benchmark did that for plain Zarr and measured 0.36x). On local disk it prints
-the job's seconds and the job's plus the flush's (the features on the disk).
+Every run writes a new output (a new Zarr store; a new repository), deleted after it; before each, the disk
+is flushed (``os.sync``) and, as root, the page cache dropped, and the order of the runs rotates: a run that
+overwrote the last one's files would let the page cache drop that run's unflushed pages, which a nightly
+job, whose last output reached the disk hours ago, never gets (an earlier version of this benchmark did that
+for plain Zarr and measured 0.36x), and a run after gigabytes of writes pays for reclaiming their pages. On
+local disk it prints the job's seconds and the job's plus the flush's (the features on the disk).
 """
 
 import argparse
@@ -53,9 +54,20 @@ def _inputs(root, rows, block):
     return data
 
 
+def _settle():
+    """Flush the disk and, as root, drop the page cache: every job starts from the same memory (a job run
+    after gigabytes of writes otherwise pays for reclaiming their pages, 1.5-2.5x its time on a 24 GiB host)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
 def _timed(source, out, flush):
     """(job seconds, job + flush seconds, report) of one job writing a new output."""
-    os.sync()
+    _settle()
     seconds, report = _job(source, out)
     if flush:
         started = time.perf_counter()
@@ -66,7 +78,7 @@ def _timed(source, out, flush):
 
 def _disk(root, k, nbytes, chunk):
     """(seconds, with the flush) to write ``nbytes`` as new files of ``chunk`` bytes: the disk's limit."""
-    os.sync()
+    _settle()
     folder = Path(root) / f"disk{k}"
     folder.mkdir()
     payload = np.random.default_rng(k).bytes(chunk)
@@ -80,15 +92,24 @@ def _disk(root, k, nbytes, chunk):
 
 def _compare(name, plain_in, plain_out, ice_in, ice_out, repeats=3, flush=True, disk=None, cleanup=None):
     plain, ice, latency, commits, limit = [], [], [], set(), []
-    for k in range(repeats):  # a new output each run: {k} in the names
-        if disk is not None:
-            limit.append(_disk(disk[0], k, *disk[1:]))
+    def run_plain(k):
         seconds, durable, _ = _timed(plain_in, plain_out.format(k=k), flush)
         plain.append((seconds, durable))
+
+    def run_ice(k):
         seconds, durable, report = _timed(ice_in, ice_out.format(k=k), flush)
         ice.append((seconds, durable))
         latency.append(report.commit_seconds)
         commits.add(report.commits)
+
+    def run_disk(k):
+        if disk is not None:
+            limit.append(_disk(disk[0], k, *disk[1:]))
+
+    runs = [run_plain, run_ice, run_disk]
+    for k in range(repeats):  # a new output each run ({k} in the names), in a rotating order
+        for run in runs[k % 3:] + runs[:k % 3]:
+            run(k)
         if cleanup is not None:  # a memory filesystem must not fill up
             cleanup(k)
     (p, pd), (i, idur) = (np.median(np.array(x), axis=0) for x in (plain, ice))
@@ -151,7 +172,7 @@ def main():
             for name in (f"out{k}.zarr", f"out{k}.repo", f"disk{k}"):
                 shutil.rmtree(f"{root}/{name}", ignore_errors=True)
 
-        _compare("local disk", f"{root}/x.zarr", f"{root}/out{{k}}.zarr", f"icechunk+file://{root}/repo?array=X",
+        _compare("local disk" if args.root is None else f"in {args.root}", f"{root}/x.zarr", f"{root}/out{{k}}.zarr", f"icechunk+file://{root}/repo?array=X",
                  f"icechunk+file://{root}/out{{k}}.repo?branch=main&group=rbf", repeats=args.repeats,
                  disk=(root, args.rows * 256 * 4, args.block * 256 * 4), cleanup=cleanup)
         if args.s3:

@@ -302,6 +302,31 @@ def check_existing(where, info, present, header, *, refresh, version) -> bool:
     return False
 
 
+def unfinished_job(address: Address):
+    """The job under way (or killed) on the address's branch and group, as ``describe`` shows it, or None:
+    its work branch, that branch's snapshot, and the blocks committed there."""
+    import zarr
+
+    if address.branch is None:
+        return None
+    repo = address.repository()
+    work = work_branch(address)
+    if work not in repo.list_branches():
+        return None
+    session = repo.readonly_session(branch=work)
+    job = {"work_branch": work, "snapshot": session.snapshot_id, "status": "planning", "blocks_done": 0}
+    try:
+        node = zarr.open_group(session.store, path=address.group, mode="r")
+    except (KeyError, FileNotFoundError):  # zarr's GroupNotFoundError too: the plan is not committed yet
+        return job
+    info = output_attributes(node) or {}
+    layout = info.get("layout") or {}
+    total = int(np.prod(layout["numblocks"])) if layout else None
+    job.update(status=info.get("status"), blocks_done=int(blocks_done(node).sum()) if total else 0,
+               blocks_total=total, plan=info.get("plan"), created=info.get("created"))
+    return job
+
+
 def _changes(info, header):
     from ._identity import InputChanges
 
@@ -310,4 +335,4 @@ def _changes(info, header):
                          rows_now=rows, everything=True, unit="snapshots", rows=((0, rows),))]
 
 
-__all__ = ["COMMIT_EVERY", "address_of", "is_icechunk", "write_icechunk"]
+__all__ = ["COMMIT_EVERY", "address_of", "is_icechunk", "unfinished_job", "write_icechunk"]

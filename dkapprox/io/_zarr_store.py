@@ -318,8 +318,39 @@ def zarr_as_dask(z, where, *, max_chunks=10_000_000, max_chunk_bytes=2**32, ndim
     with reading(where):
         metadata = json.dumps(z.metadata.to_dict(), sort_keys=True, default=str)
     name = f"zarr-{tokenize(where, metadata)}"
+    if _on_writable_session(z):  # icechunk pickles no writable session, which is how dask would tokenize it
+        z = _session_array(z)
     return da.from_array(z, chunks=chunks, name=name, lock=False, inline_array=False,
                          meta=np.empty((0,) * len(shape), dtype=dtype))
+
+
+def _on_writable_session(z) -> bool:
+    session = getattr(getattr(z, "store", None), "session", None)
+    return type(session).__module__.split(".")[0] == "icechunk" and not session.read_only
+
+
+def _session_array(z):
+    """``z`` (on a writable Icechunk session) as a zarr array that dask tokenizes by a name of its own, one an
+    opening: its content is the session's uncommitted state, which no snapshot ID names."""
+    import uuid
+    from dataclasses import dataclass, field
+
+    import zarr
+
+    global _SessionArray
+    if _SessionArray is None:
+        @dataclass
+        class SessionArray(zarr.Array):
+            _token: str = field(default="", compare=False)
+
+            def __dask_tokenize__(self):
+                return ("icechunk-session-array", self._token)
+
+        _SessionArray = SessionArray
+    return _SessionArray(z._async_array, uuid.uuid4().hex)
+
+
+_SessionArray = None
 
 
 # -- dkapprox output stores ---------------------------------------------------------

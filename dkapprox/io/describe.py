@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputMissingError
 from ._icechunk import is_icechunk, parse
-from ._icechunk_output import lease_location
+from ._icechunk_output import lease_location, unfinished_job
 from ._lease import read_lease
 from ._location import locate
 from ._verify import input_status
@@ -26,7 +27,11 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
       expires; see :func:`dkapprox.io.write_features`), or None; ``inputs``: each
       input's recorded identity (path, metadata, chunks listed, digest) and,
       with ``check_input=True``, whether it still matches (``matches``, and
-      ``why`` and ``changes`` where it does not; one listing each);
+      ``why`` and ``changes`` where it does not; one listing each); for an
+      Icechunk address, ``job``: a job under way or killed on its branch and
+      group (its work branch, snapshot, status and blocks committed), and
+      where the branch shows no features yet, that job's fields with
+      ``visible: False``;
     - ``"array"`` / ``"group"``: any other Zarr array (shape, chunks, dtype,
       zarr_format) or group (its arrays).
 
@@ -50,9 +55,25 @@ def describe(path, *, check_input=False, storage_options=None) -> dict:
     >>> d["kind"], d["status"], d["blocks_done"], d["shape"]
     ('features', 'complete', 2, [100, 4])
     """
-    loc = lease_location(parse(path, storage_options, kind="features")) if is_icechunk(path) else locate(
-        path, storage_options)
-    node, where = open_node(path, storage_options=storage_options, kind="features")
+    address = parse(path, storage_options, kind="features") if is_icechunk(path) else None
+    loc = lease_location(address) if address is not None else locate(path, storage_options)
+    job = unfinished_job(address) if address is not None else None
+    try:
+        node, where = open_node(path, storage_options=storage_options, kind="features")
+    except InputMissingError:
+        if job is None:
+            raise
+        # the branch shows no features yet: the job under way (or killed) writes them on its work branch
+        return {"kind": "features", "path": str(address), "status": job["status"], "visible": False,
+                "blocks_total": job.get("blocks_total"), "blocks_done": job["blocks_done"], "plan": job.get("plan"),
+                "created": job.get("created"), "lease": _holder(loc), "job": job}
+    described = _describe(node, where, loc, check_input, storage_options, path)
+    if job is not None:  # tonight's job on a branch that shows last night's features
+        described["job"] = job
+    return described
+
+
+def _describe(node, where, loc, check_input, storage_options, path):
     with reading(where):
         if hasattr(node, "shape"):
             return {"kind": "array", "path": where, **_array_fields(node),

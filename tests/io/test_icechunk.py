@@ -94,10 +94,15 @@ def test_a_failed_job_keeps_its_commits_the_branch_shows_nothing_and_a_moved_inp
         write_features(broken, out, plan={"job": "double"}, commit_every=3)
     assert "feats" not in zarr.open_group(repo_.readonly_session(branch="main").store, mode="r")
     assert len(repo_.list_branches()) == 2  # main and the job's work branch with two batches
+    status = describe(out)  # `dkapprox info`: the branch shows nothing, the job's work branch holds 6 blocks
+    assert (status["visible"], status["status"], status["blocks_done"], status["blocks_total"]) == (
+        False, "writing", 6, N_BLOCKS)
+    assert status["job"]["work_branch"] == "dkapprox.main.feats"
     # the rerun of the same job continues: 6 blocks were committed
     report = write_features(X * 2, out, plan={"job": "double"}, commit_every=3)
     assert (report.resumed, report.blocks_skipped) == (True, 6)
     np.testing.assert_array_equal(open_features(out).compute(), data * 2)
+    assert "job" not in describe(out) and describe(out)["status"] == "complete"
     # fail again on another group, then move the input branch: the resume is refused, a refresh starts over
     out2 = f"{url}?branch=main&group=other"
     with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError):
@@ -138,6 +143,8 @@ def test_sigkill_mid_job_then_rerun_gives_the_undisturbed_bytes_and_a_second_job
     kill_job_when(source, out, 0.15, two_batches_committed, DKAPPROX_COMMIT_EVERY="2")
     assert "feats" not in zarr.open_group(repo_.readonly_session(branch="main").store, mode="r")
     kept = committed()
+    status = describe(out)  # the killed job: its blocks committed, its lease left behind
+    assert (status["visible"], status["blocks_done"], status["lease"]["pid"] is not None) == (False, kept, True)
     rerun = subprocess.run([sys.executable, JOB, source, out, "0"], capture_output=True, text=True, timeout=300,
                            env=env)
     assert rerun.returncode == 0, rerun.stderr
