@@ -8,12 +8,15 @@ read the data again, as scikit-learn's reads ``X_train_``.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 import weakref
 
 import numpy as np
 import scipy.optimize
 from sklearn.utils import check_random_state
 
+from .. import utils
 from . import _bound, _passes
 from ._kernels import read_kernel
 
@@ -21,6 +24,7 @@ from ._kernels import read_kernel
 INNER_TOLERANCES = {"ftol": 1e-15, "gtol": 1e-10, "maxiter": 500}
 #: estimator -> its Training, while both live (a loaded or unpickled model has none)
 TRAINING = weakref.WeakKeyDictionary()
+log = logging.getLogger("dkapprox.gaussian_process")
 
 
 class Training:
@@ -35,6 +39,7 @@ class Training:
         self.X, self.y, self.lazy, self.centers = X, y, lazy, centers
         self.y_mean, self.y_std, self.alpha, self.check = y_mean, y_std, alpha, check
         self.passes = passes
+        self.evaluations, self._started = 0, time.perf_counter()
         self._last = None  # (length scales, Statistics, A0, L0) at unit signal variance
 
     def _statistics(self, params):
@@ -102,6 +107,9 @@ class Training:
             self.passes += 1
             _, slope, zs, _ = params.cross_and_slope(self.centers, self.centers)
             parts["length_scale"] = data + params.length_scale_gradient(bound.G_A * slope, zs, zs)
+        self.evaluations += 1
+        utils.news(log, "GaussianProcessRegressor: evaluation %d, bound %.8g, %d passes, %.1f s", self.evaluations,
+                   bound.value, self.passes, time.perf_counter() - self._started)
         return bound, params.gradient_in_theta(kernel, parts)
 
     def optimize(self, kernel, optimizer, n_restarts, random_state):

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import InputDataError, InputMissingError, MissingPackageError
 from ._identity import InputIdentity, _metadata
-from ._location import Location
+from ._location import Location, redact
 
 PREFIX = "icechunk+"
 PROTOCOLS = ("file", "s3")
@@ -111,7 +111,7 @@ def parse(text, storage_options=None, *, kind="input") -> Address:
         raise InputDataError(f"{text!r}: not an Icechunk address (icechunk+file:// or icechunk+s3://)")
     parts = urlsplit(text[len(PREFIX):])
     if parts.scheme not in PROTOCOLS:
-        raise InputDataError(f"{_redacted(text)}: Icechunk repositories are addressed as icechunk+file:// or "
+        raise InputDataError(f"{redact(text)}: Icechunk repositories are addressed as icechunk+file:// or "
                              f"icechunk+s3://, not icechunk+{parts.scheme}://")
     options = dict(storage_options or {})
     host = parts.netloc
@@ -124,37 +124,30 @@ def parse(text, storage_options=None, *, kind="input") -> Address:
     else:
         root = posixpath.normpath("/" + host + unquote(parts.path)).strip("/")
         if not root:
-            raise InputDataError(f"{_redacted(text)}: no bucket named")
+            raise InputDataError(f"{redact(text)}: no bucket named")
     query = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if key in query:
-            raise InputDataError(f"{_redacted(text)}: {key}= is given twice")
+            raise InputDataError(f"{redact(text)}: {key}= is given twice")
         query[key] = value
     allowed = {"input": (*SELECTORS, "array", "group"), "output": ("branch", "group"),
                "features": (*SELECTORS, "group")}[kind]
     unknown = sorted(set(query) - set(allowed))
     if unknown:
         what = "an output" if output else "an input"
-        raise InputDataError(f"{_redacted(text)}: {', '.join(unknown)}= is not for {what} address (it takes "
+        raise InputDataError(f"{redact(text)}: {', '.join(unknown)}= is not for {what} address (it takes "
                              f"{', '.join(k + '=' for k in allowed)})")
     empty = sorted(k for k, v in query.items() if not v)
     if empty:
-        raise InputDataError(f"{_redacted(text)}: {empty[0]}= is empty")
+        raise InputDataError(f"{redact(text)}: {empty[0]}= is empty")
     chosen = [k for k in SELECTORS if k in query]
     if len(chosen) > 1:
-        raise InputDataError(f"{_redacted(text)}: name one version: {' or '.join(k + '=' for k in chosen)}")
+        raise InputDataError(f"{redact(text)}: name one version: {' or '.join(k + '=' for k in chosen)}")
     if not chosen:
         query["branch"] = "main"
     if kind != "input":
         query["group"] = query.get("group", DEFAULT_GROUP).strip("/")
     return Address(parts.scheme, root, storage_options=options, **query)
-
-
-def _redacted(text) -> str:
-    from ._location import redact
-
-    return redact(str(text).replace(PREFIX, "", 1)).join((PREFIX, "")) if str(text).startswith(PREFIX) \
-        else redact(text)
 
 
 def icechunk():

@@ -223,6 +223,28 @@ def test_restarts_keep_the_best_start():
     assert three.n_passes_ > one.n_passes_
 
 
+def test_each_evaluation_of_the_bound_is_news_where_a_person_is_watching(monkeypatch, capsys, caplog):
+    import logging
+
+    X, y = _data(200)
+    gp = GaussianProcessRegressor(C(1.0) * RBF(1.0) + WhiteKernel(0.1), n_centers=15, random_state=0)
+    logger = logging.getLogger("dkapprox.gaussian_process")
+    monkeypatch.setattr(logger, "propagate", False)  # no handler takes it (pytest's own sits on the root)
+    monkeypatch.setenv("DKAPPROX_PROGRESS", "1")
+    gp.fit(X, y)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "GaussianProcessRegressor: evaluation" in line]
+    assert len(lines) >= 2 and lines[0].startswith("GaussianProcessRegressor: evaluation 1, bound ")
+    passes = [int(line.split(", ")[2].removesuffix(" passes")) for line in lines]
+    assert passes == sorted(set(passes)) and passes[-1] <= gp.n_passes_  # each moves the length scales: a pass
+    monkeypatch.setenv("DKAPPROX_PROGRESS", "0")
+    gp.fit(X, y)
+    assert "evaluation" not in capsys.readouterr().err
+    monkeypatch.setattr(logger, "propagate", True)
+    with caplog.at_level("INFO", logger="dkapprox"):  # a handler (the CLI's)
+        gp.fit(X, y)
+    assert sum("GaussianProcessRegressor: evaluation" in r.getMessage() for r in caplog.records) == len(lines)
+
+
 
 
 
