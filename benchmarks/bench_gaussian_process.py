@@ -12,11 +12,13 @@ and the negative log predictive density (nats a row), with the fit's seconds and
 
 ``--part scale``: Friedman #1 of ``--rows`` rows as a dask array in blocks of 50,000, m = ``--centers``
 with ARD, the threaded scheduler, against scikit-learn's exact GP on ``--exact-rows`` rows: seconds, passes,
-R² and coverage on the same 5,000 held-out rows.
+R² and coverage on the same 5,000 held-out rows. With ``--subsample N`` the hyperparameters are learned on the
+first N rows (blocks of 10,000) and kept for the fit on all rows (``optimizer=None``), the recipe for 10^6 rows.
 
     python benchmarks/bench_gaussian_process.py --part parity
     python benchmarks/bench_gaussian_process.py --part calibration
-    python benchmarks/bench_gaussian_process.py --part scale [--rows 200000] [--centers 256] [--exact-rows 1000]
+    python benchmarks/bench_gaussian_process.py --part scale [--rows 200000] [--centers 256] [--exact-rows 1000] \
+        [--subsample 0]
     python benchmarks/bench_gaussian_process.py --part out-of-core [--ooc-rows 10000000] [--ooc-centers 64]
     python benchmarks/bench_gaussian_process.py --part grid [--rows 200000] [--centers 256] [--candidates 8]
 
@@ -123,7 +125,7 @@ def calibration():
                 ["data", "model", "R2", "95% coverage", "NLPD", "fit s", "passes"], rows)
 
 
-def scale(n_rows, m, exact_rows):
+def scale(n_rows, m, exact_rows, subsample=0):
     X, y = make_friedman1(n_rows + 5000, noise=1.0, random_state=0)
     Xt, yt = X[n_rows:], y[n_rows:]
     rows = []
@@ -134,11 +136,17 @@ def scale(n_rows, m, exact_rows):
     rows.append([f"exact, {exact_rows:,} rows", f"{seconds:.1f}", "-", f"{r2:.3f}", f"{covered:.3f}", f"{nlpd:.3f}"])
     Xd, yd = da.from_array(X[:n_rows], chunks=(50_000, 10)), da.from_array(y[:n_rows], chunks=50_000)
     t0 = time.perf_counter()
-    gp = GaussianProcessRegressor(kernel(10), normalize_y=True, n_centers=m, random_state=0).fit(Xd, yd)
+    start, label, optimizer = kernel(10), f"sparse, {n_rows:,} rows, m = {m}", "fmin_l_bfgs_b"
+    if subsample:
+        sub = GaussianProcessRegressor(start, normalize_y=True, n_centers=m, random_state=0).fit(
+            Xd[:subsample].rechunk((10_000, 10)), yd[:subsample].rechunk(10_000))
+        start, optimizer = sub.kernel_, None
+        label += f", kernel from {subsample:,} rows ({sub.n_passes_} passes, {time.perf_counter() - t0:.1f} s)"
+    gp = GaussianProcessRegressor(start, normalize_y=True, n_centers=m, random_state=0, optimizer=optimizer).fit(Xd, yd)
     seconds = time.perf_counter() - t0
     mean, std = da.compute(*gp.predict(da.from_array(Xt, chunks=2500), return_std=True))
     r2, covered, nlpd = scores(yt, mean, std)
-    rows.append([f"sparse, {n_rows:,} rows, m = {m}", f"{seconds:.1f}", str(gp.n_passes_), f"{r2:.3f}",
+    rows.append([label, f"{seconds:.1f}", str(gp.n_passes_), f"{r2:.3f}",
                  f"{covered:.3f}", f"{nlpd:.3f}"])
     print_table("Scale: Friedman #1, ARD, threaded scheduler",
                 ["fit", "seconds", "passes", "R2", "95% coverage", "NLPD"], rows)
@@ -214,13 +222,14 @@ def main():
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--centers", type=int, default=256)
     parser.add_argument("--exact-rows", type=int, default=1000)
+    parser.add_argument("--subsample", type=int, default=0)
     args = parser.parse_args()
     if args.part == "parity":
         parity()
     elif args.part == "calibration":
         calibration()
     elif args.part == "scale":
-        scale(args.rows, args.centers, args.exact_rows)
+        scale(args.rows, args.centers, args.exact_rows, args.subsample)
     elif args.part == "grid":
         grid(args.rows, args.centers, args.candidates)
     else:
