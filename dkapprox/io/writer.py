@@ -154,6 +154,10 @@ class PendingWrite:
 class BlockWriter:
     """Writes one block as its own chunk, then its record (shipped to the graph once).
 
+    A block whose record already holds its checksum is left alone: the task is a retry (its worker
+    died after the record was stored, before the scheduler heard the task finish), and the block's
+    chunk, stored before its record, holds these very bytes.
+
     Every ``journal.every`` blocks a worker writes, it packs their records into one log object and
     deletes their single ones (:mod:`dkapprox.io._markers`), so that a resume lists a few objects
     per thousand blocks. A pack that fails is logged and dropped: the single records stay.
@@ -178,20 +182,23 @@ class BlockWriter:
             from zarr.core.sync import sync
 
             sync(self._write(region, block, (i, j), marker))
-        else:
+        elif self.done[i, j] != marker:  # a retried task whose first try stored the block: nothing to do
             self.features[region] = block
             self.done[i, j] = marker  # after the data: a marker never precedes its block
 
     async def _write(self, region, block, index, marker):
-        """The block's chunk, then its marker's 8 bytes, in one trip to zarr's event loop (two trips,
-        each through the codec pipeline, cost 1.5 ms a block: as much as a 200 KiB chunk's write);
-        then, every ``journal.every`` blocks, the worker's records packed."""
+        """The block's record read, its chunk, then its record's 8 bytes, in one trip to zarr's event loop
+        (two trips, each through the codec pipeline, cost 1.5 ms a block: as much as a 200 KiB chunk's
+        write); then, every ``journal.every`` blocks, the worker's records packed."""
         from zarr.core.buffer import default_buffer_prototype
 
-        await self.features._async_array.setitem(region, block)
         raw = np.array([marker], dtype="<u8").tobytes()
-        await (self.done.store_path / self.done.metadata.encode_chunk_key(index)).set(
-            default_buffer_prototype().buffer.from_bytes(raw))  # after the data: never before its block
+        record = self.done.store_path / self.done.metadata.encode_chunk_key(index)
+        stored = await record.get(prototype=default_buffer_prototype())
+        if stored is not None and stored.to_bytes() == raw:  # a retried task whose first try stored the block
+            return
+        await self.features._async_array.setitem(region, block)
+        await record.set(default_buffer_prototype().buffer.from_bytes(raw))  # after the data: never before it
         batch = self.journal.add(index, marker)
         if batch:
             await self._pack(batch)

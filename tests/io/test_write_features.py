@@ -308,3 +308,23 @@ def test_finalize_given_every_planned_write_lists_no_markers_and_without_it_chec
         else:
             assert pending.finalize(count).blocks_written == 4
             assert describe(out)["status"] == "complete"
+
+
+def test_a_retried_write_leaves_a_block_its_first_try_recorded_alone(tmp_path):
+    # a worker killed after a block's record was stored, before the scheduler heard the task finish:
+    # the task runs again elsewhere. Running the same writes again opens that window on purpose;
+    # one record removed stands for a first try killed between the block's chunk and its record.
+    Z = da.arange(80.0).reshape(40, 2).rechunk((10, 2))
+    out = str(tmp_path / "z.zarr")
+    pending = write_features(Z, out, plan={}, compute=False)
+    assert pending.delayed.compute() == 4
+    records = os.path.join(out, "blocks_done", "c")
+    before = _chunk_inodes(out)
+    marks = {i: os.stat(os.path.join(records, str(i), "0")).st_ino for i in range(4)}
+    os.remove(os.path.join(records, "2", "0"))
+    assert pending.delayed.compute() == 4  # every write task again, as retries
+    after = _chunk_inodes(out)
+    assert {k for k in before if after[k] != before[k]} == {"2/0"}
+    assert all(os.stat(os.path.join(records, str(i), "0")).st_ino == marks[i] for i in (0, 1, 3))
+    assert pending.finalize(4).blocks_written == 4
+    np.testing.assert_array_equal(open_features(out).compute(), Z.compute())
