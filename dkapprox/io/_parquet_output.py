@@ -89,6 +89,9 @@ class ParquetPartWriter:
         if block.shape != (stop - start, len(self.names)):
             raise RuntimeError(f"block {i} has shape {block.shape}, expected {(stop - start, len(self.names))}")
         block = np.ascontiguousarray(block)
+        mark, record_key = checksum(block), f"{STATE}/done/{part_name(i)}.json"
+        if _recorded_as(_get(self.out, record_key), stop - start, mark):  # a retried task: its first try wrote it
+            return 1
         columns = {name: block[:, k] for k, name in enumerate(self.names)}
         kept = self._kept(start, stop)
         arrays = [pa.array(columns[n]) for n in self.names] + [kept.column(n) for n in self.keep]
@@ -96,8 +99,8 @@ class ParquetPartWriter:
         if self.lease is not None:
             self.lease()
         size = self._write(table, i)
-        record = {"rows": stop - start, "bytes": size, "checksum": checksum(block)}
-        _put(self.out, f"{STATE}/done/{part_name(i)}.json", json.dumps(record).encode())  # after the part
+        record = {"rows": stop - start, "bytes": size, "checksum": mark}
+        _put(self.out, record_key, json.dumps(record).encode())  # after the part
         return 1
 
     def _kept(self, start, stop):
@@ -160,6 +163,15 @@ def _put(loc, key, data: bytes):
         os.replace(tmp, path)
     else:
         fs.pipe_file(path, data)
+
+
+def _recorded_as(raw, rows, mark) -> bool:
+    """True if a part's record (its bytes, or None) says it holds ``rows`` rows of checksum ``mark``."""
+    try:
+        record = json.loads(raw) if raw is not None else None
+    except ValueError:  # a record cut short is no record
+        return False
+    return isinstance(record, dict) and record.get("rows") == rows and record.get("checksum") == mark
 
 
 def _get(loc, key):
