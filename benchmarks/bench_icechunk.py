@@ -119,7 +119,8 @@ def _compare(name, plain_in, plain_out, ice_in, ice_out, repeats=3, flush=True, 
           f"commits/job {sorted(commits)}   (medians of {repeats})")
     each = sorted(a[1] / b[1] for a, b in zip(plain, ice, strict=True))
     what = " (with the flush)" if flush else ""
-    print(f"{'':<14} the speed ratio run by run{what}: {each[0]:.2f}x to {each[-1]:.2f}x")
+    print(f"{'':<14} the speed ratio run by run{what}: {each[0]:.2f}x to {each[-1]:.2f}x, median "
+          f"{np.median(each):.2f}x (each Icechunk run against the plain run of its round: the disk's drift cancels)")
     if limit:
         d, dd = np.median(np.array(limit), axis=0)
         print(f"{'':<14} the disk's limit (the same bytes as new files, no Zarr) {d:6.2f} s, with the flush "

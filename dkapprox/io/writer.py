@@ -1,10 +1,11 @@
 """Store features to Zarr: aligned, planned, resumable after any kill, marked complete last.
 
 The write is one task per dask block. Each task writes its block as exactly
-one Zarr chunk (the store's chunks *are* the dask blocks, made regular first),
-so no two tasks ever touch one chunk, and then records the block in
-``blocks_done``. A rerun of the same job (same plan, same layout, same
-dkapprox version) computes and writes only the blocks not recorded; the
+one Zarr chunk (the store's chunks *are* the dask blocks, made regular first;
+a full uncompressed block as its bytes, past zarr's codec pipeline), so no two
+tasks ever touch one chunk, and then records the block in ``blocks_done``.
+A rerun of the same job (same plan, same layout, same dkapprox version)
+computes and writes only the blocks not recorded; the
 group's status turns ``"complete"`` only after every block is recorded.
 
 Output codec: none. Random features barely compress (zstd saves 8-9% of the
