@@ -204,7 +204,7 @@ class BlockWriter:
         chunk = _raw_chunk(self.features, block)
         if chunk is None:
             await self.features._async_array.setitem(region, block)
-        else:  # zarr's codec pipeline copies a block three times: 0.34 s against 0.14 s for 50 of 10 MB
+        else:  # zarr's codec pipeline would copy the block three times
             await (self.features.store_path / self.features.metadata.encode_chunk_key(index)).set(
                 (self.lend or default_buffer_prototype().buffer.from_bytes)(chunk))
         await record.set(default_buffer_prototype().buffer.from_bytes(raw))  # after the data: never before it
