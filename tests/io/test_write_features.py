@@ -314,7 +314,7 @@ def test_a_retried_write_leaves_a_block_its_first_try_recorded_alone(tmp_path):
     # a worker killed after a block's record was stored, before the scheduler heard the task finish:
     # the task runs again elsewhere. Running the same writes again opens that window on purpose;
     # one record removed stands for a first try killed between the block's chunk and its record.
-    Z = da.arange(80.0).reshape(40, 2).rechunk((10, 2))
+    Z = da.from_array(np.arange(80.0).reshape(40, 2), chunks=(10, 2))
     out = str(tmp_path / "z.zarr")
     pending = write_features(Z, out, plan={}, compute=False)
     assert pending.delayed.compute() == 4
