@@ -13,8 +13,10 @@ Each worker host runs in its own mount namespace too, where a private tmpfs
 covers pytest's base temporary folder: the worker sees none of the client's
 working folders (every test's tmp_path lives there) and has its own scratch
 folder inside that tmpfs, which only it can see (``worker_files`` looks in
-through ``nsenter``). The repository and its venv stay visible, as a shared
-software install would be.
+through ``nsenter``). It has its own ``/dev/shm`` as well, so the named
+semaphores of its nanny's queues go with the host when ``kill_host`` SIGKILLs
+it (their owner and its resource tracker die together and unlink nothing).
+The repository and its venv stay visible, as a shared software install would be.
 
 Links can be rate-shaped with ``tc tbf`` (``shape``); this kernel has no
 ``netem``, so latency is not emulated. ``cut``/``mend`` set a host's link down
@@ -204,6 +206,7 @@ class NetBed:
                   "--host", host.ip, "--name", host.name, "--nworkers", "1", "--nthreads", self.nthreads,
                   "--memory-limit", self.memory_limit, "--local-directory", scratch, "--no-dashboard"]
         script = (f"mount --make-rprivate / && mount -t tmpfs -o size=4g dkb-private {shlex.quote(str(hidden))}"
+                  f" && mount -t tmpfs -o size=64m,mode=1777 dkb-shm /dev/shm"
                   f" && mkdir -p {shlex.quote(scratch)} && exec {shlex.join(map(str, worker))}")
         self._spawn(host, ["unshare", "--mount", "--", "sh", "-c", script], f"worker-{host.name}.log",
                     env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": CONNECT_TIMEOUT})

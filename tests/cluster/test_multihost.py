@@ -213,6 +213,24 @@ def test_a_folder_every_worker_mounts_passes_the_probe(bed, data):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def semaphores(listing) -> set[str]:
+    return {os.path.basename(p) for p in listing if os.path.basename(p).startswith("sem.")}
+
+
+def test_a_killed_worker_host_leaves_no_semaphore_in_this_hosts_shared_memory(bed, data):
+    """Each host's nanny keeps its queues' named semaphores in that host's own /dev/shm, not this one's."""
+    before = semaphores(os.listdir("/dev/shm"))
+    restore(bed)  # SIGKILLs every worker host's process group (nanny and resource tracker alike), starts them again
+    leaked = semaphores(os.listdir("/dev/shm")) - before
+    assert not leaked, f"{len(leaked)} semaphores left in /dev/shm by killed worker hosts"
+    for host in bed.workers:
+        deadline = time.monotonic() + 30
+        while not (theirs := semaphores(bed.worker_files(host.name, "/dev/shm"))):  # bounded: 30 s / 0.1 polls
+            assert time.monotonic() < deadline, f"{host.name}'s nanny made no semaphore in its /dev/shm"
+            time.sleep(0.1)
+        assert not theirs & semaphores(os.listdir("/dev/shm"))
+
+
 # -- faults across hosts --------------------------------------------------------------------
 
 
