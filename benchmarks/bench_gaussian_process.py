@@ -21,6 +21,7 @@ first N rows (blocks of 10,000) and kept for the fit on all rows (``optimizer=No
         [--subsample 0]
     python benchmarks/bench_gaussian_process.py --part out-of-core [--ooc-rows 10000000] [--ooc-centers 64]
     python benchmarks/bench_gaussian_process.py --part grid [--rows 200000] [--centers 256] [--candidates 8]
+    python benchmarks/bench_gaussian_process.py --part numpy [--rows 200000] [--centers 256]
 
 ``--part out-of-core``: Friedman #1 as a Zarr store of ``--ooc-rows`` x 10 float32 (0.37 GiB at 10^7 rows)
 with its targets, fitted with ARD on LocalCluster(2 workers x 1 thread) of 1 GiB each (and a store larger
@@ -32,6 +33,11 @@ bytes each worker spilled, R² and coverage on 5,000 held-out rows.
 ``length_scale_grid`` (``optimizer=None``) against one fit a candidate with that length scale fixed (its signal
 variance and noise learned from its one pass, the score each grid candidate gets), the same ``--centers``
 centers for all: seconds, passes, their ratio, and the largest relative difference of the bounds.
+
+``--part numpy``: Friedman #1 as NumPy arrays against the same rows as a dask array (blocks of 50,000, the
+threaded scheduler) and against the in-memory blocks one after another on BLAS's own threads (before they
+were mapped on the cores): one evaluation of the bound on ``--rows`` rows, L-BFGS-B on a quarter of them,
+and ``predict`` with the standard deviation; seconds and ratios.
 """
 
 from __future__ import annotations
@@ -212,9 +218,49 @@ def grid(n_rows, m, n_candidates):
     print(f"ratio (separate / grid): {apart / one:.2f}")
 
 
+def in_memory(n_rows, m):
+    """NumPy input against the same rows as a dask array (threaded scheduler), and against NumPy's blocks one
+    after another on BLAS's own threads (how in-memory passes ran before they were mapped on the cores)."""
+    import dask
+
+    from dkapprox import utils
+
+    X, y = make_friedman1(n_rows, noise=1.0, random_state=0)
+    cores = utils.available_cpus
+
+    def run(X, y, optimizer, rows, order):
+        kind = {"numpy": lambda a, chunks: a, "dask": lambda a, chunks: da.from_array(a, chunks=chunks)}[order]
+        Xs, ys = kind(X[:rows], (50_000, 10)), kind(y[:rows], 50_000)
+        t0 = time.perf_counter()
+        gp = GaussianProcessRegressor(kernel(10), normalize_y=True, n_centers=m, random_state=0,
+                                      optimizer=optimizer).fit(Xs, ys)
+        fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dask.compute(gp.predict(kind(X[:rows], (50_000, 10)), return_std=True))
+        return fit, time.perf_counter() - t0, gp.n_passes_
+
+    table = []
+    for label, optimizer, rows in ((f"{n_rows:,} rows, one evaluation", None, n_rows),
+                                   (f"{n_rows // 4:,} rows, L-BFGS-B", "fmin_l_bfgs_b", n_rows // 4)):
+        got = {"dask": run(X, y, optimizer, rows, "dask"), "numpy": run(X, y, optimizer, rows, "numpy")}
+        utils.available_cpus = lambda: 1
+        try:
+            with dask.config.set({"dkapprox.share-blas-threads": False}):
+                got["before"] = run(X, y, optimizer, rows, "numpy")
+        finally:
+            utils.available_cpus = cores
+        for what, i in (("fit", 0), ("predict, with std", 1)):
+            table.append([f"{label}: {what}", f"{got['dask'][i]:.2f}", f"{got['numpy'][i]:.2f}",
+                          f"{got['before'][i]:.2f}", f"{got['dask'][i] / got['numpy'][i]:.2f}x",
+                          f"{got['before'][i] / got['numpy'][i]:.2f}x", got["numpy"][2]])
+    print_table(f"NumPy input: Friedman #1, ARD, m = {m}, {cores()} cores",
+                ["", "dask s", "NumPy s", "before s", "NumPy's speed / dask's", "speed-up", "passes"], table)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["parity", "calibration", "scale", "out-of-core", "grid"], required=True)
+    parser.add_argument("--part", required=True,
+                        choices=["parity", "calibration", "scale", "out-of-core", "grid", "numpy"])
     parser.add_argument("--candidates", type=int, default=8)
     parser.add_argument("--ooc-rows", type=int, default=10_000_000)
     parser.add_argument("--ooc-centers", type=int, default=64)
@@ -232,6 +278,8 @@ def main():
         scale(args.rows, args.centers, args.exact_rows, args.subsample)
     elif args.part == "grid":
         grid(args.rows, args.centers, args.candidates)
+    elif args.part == "numpy":
+        in_memory(args.rows, args.centers)
     else:
         out_of_core(args.ooc_rows, args.ooc_centers, args.ooc_worker_bytes)
 

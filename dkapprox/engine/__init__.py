@@ -3,9 +3,11 @@
 Its modules, by job: ``_blocks`` (row blocks mapped, folded, taken, counted, made), ``_state`` (the fitted
 state as one graph key, weighed and realigned), ``_store`` (writes of chosen blocks, one task a block),
 ``_dask_compat`` (the one module that knows dask's graph mode and private task spec), ``_blas`` (one BLAS
-thread a block task) and ``_device_turns`` (one thread at a time queueing work on a device).
+thread a block task; in-memory blocks mapped on threads that way) and ``_device_turns`` (one thread at a
+time queueing work on a device).
 """
 
+from ._blas import map_in_threads
 from ._blocks import (
     generate_rows,
     is_sparse_meta,

@@ -420,7 +420,7 @@ class GaussianProcessRegressor(StreamedScore, MultiOutputMixin, RegressorMixin, 
         state = self._predict_state(return_std)
         t = state.coef.shape[1]
         if not given.lazy:
-            out = _passes.predict_block(X, state)
+            out = _passes.predict_in_memory(X, state)
         else:
             out = engine.map_rows(X, _passes.predict_block, state, n_out=(2 * t if return_std else t),
                                   dtype=np.float64, name="gp-predict")

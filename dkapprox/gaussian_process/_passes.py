@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from .. import engine, inputs
+from .. import engine, inputs, utils
 from ..kernels import row_slices
 from ._kernels import crosses
 
@@ -121,8 +121,10 @@ def data_pass(X, y, state, chunk_fn, lazy):
     if lazy:
         reduced = engine.reduce_aligned_rows([X, y], chunk_fn, combine_sums, state, running=True)
         return inputs.compute(reduced, arrays=[X])[0]
-    return combine_sums([chunk_fn(start, state, X[start:start + IN_MEMORY_ROWS], y[start:start + IN_MEMORY_ROWS])
-                         for start in range(0, max(X.shape[0], 1), IN_MEMORY_ROWS)])
+    parts = engine.map_in_threads(lambda start: chunk_fn(start, state, X[start:start + IN_MEMORY_ROWS],
+                                                         y[start:start + IN_MEMORY_ROWS]),
+                                  range(0, max(X.shape[0], 1), IN_MEMORY_ROWS), utils.available_cpus())
+    return combine_sums(parts)
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,14 @@ def predict_block(X, state):
     """Mean, and with ``with_std`` the standard deviations after it: ``(rows, t)`` or ``(rows, 2t)``, float64."""
     parts = [_predict_slice(X[s], state) for s in _slices(X, state)]
     return np.concatenate(parts) if parts else _predict_slice(X, state)
+
+
+def predict_in_memory(X, state):
+    """:func:`predict_block` of in-memory rows, in blocks mapped on the cores as :func:`data_pass` maps them."""
+    starts = range(0, X.shape[0], IN_MEMORY_ROWS)
+    parts = engine.map_in_threads(lambda start: predict_block(X[start:start + IN_MEMORY_ROWS], state), starts,
+                                  utils.available_cpus())
+    return np.concatenate(parts) if parts else predict_block(X, state)
 
 
 def _predict_slice(X, state):

@@ -103,3 +103,31 @@ def test_pass_functions_run_under_the_same_sharing():
         assert dask.compute(total, scheduler="threads", num_workers=2)[0] == 160
         assert blas_threads() == [3]
     assert seen == [[1]] * 2
+
+
+def test_in_memory_blocks_run_two_at_a_time_on_one_blas_thread_each_in_order():
+    seen, barrier = [], threading.Barrier(2)
+
+    def block(i):
+        barrier.wait(timeout=30)  # fails unless two calls run at once
+        seen.append(blas_threads())
+        barrier.wait(timeout=30)
+        return i * i
+
+    with threadpool_limits(limits=3, user_api="blas"):
+        assert engine.map_in_threads(block, range(6), threads=2) == [0, 1, 4, 9, 16, 25]
+        assert blas_threads() == [3]  # the user's setting back
+    assert seen == [[1]] * 6
+
+
+def test_in_memory_blocks_give_the_bits_of_a_dask_pass_whatever_the_threads():
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((600, 600)).astype(np.float32)
+    X = rng.standard_normal((4_000, 600)).astype(np.float32)
+    blocks = lambda threads: engine.map_in_threads(lambda s: X[s:s + 1_000] @ W, range(0, 4_000, 1_000), threads)  # noqa: E731
+    lazy = engine.map_rows(da.from_array(X, chunks=(1_000, 600)), lambda b, w: b @ w, W, n_out=600,
+                           dtype=np.float32, name="bits-in-memory")
+    with threadpool_limits(limits=2, user_api="blas"):
+        one, two, dasks = np.concatenate(blocks(1)), np.concatenate(blocks(2)), lazy.compute(scheduler="threads")
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, dasks)

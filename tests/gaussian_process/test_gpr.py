@@ -112,6 +112,22 @@ def test_dask_input_gives_numpys_model_whatever_the_chunks():  # the third featu
     assert score == pytest.approx(first.score(X, y), rel=1e-9) and score > 0.85
 
 
+def test_numpy_input_gives_the_same_bits_on_one_core_or_three(monkeypatch):
+    """In-memory blocks of 8,192 rows run a core each, one BLAS thread each, and are summed in order."""
+    from dkapprox import utils
+
+    X, y = _data(20_000)
+    kernel = C(1.0) * RBF([1.0, 1.0, 1.0]) + WhiteKernel(0.1)
+    fits = []
+    for cores in (1, 3):
+        monkeypatch.setattr(utils, "available_cpus", lambda cores=cores: cores)
+        gp = GaussianProcessRegressor(kernel, n_centers=32, random_state=0, optimizer=None).fit(X, y)
+        fits.append((gp.log_marginal_likelihood_value_, gp.dual_coef_, *gp.predict(X[:9_000], return_std=True)))
+    assert fits[0][0] == fits[1][0]
+    for one, three in zip(fits[0][1:], fits[1][1:]):
+        np.testing.assert_array_equal(one, three)
+
+
 def test_intervals_cover_held_out_rows_of_a_noisy_field():
     rng = np.random.default_rng(3)
     X = rng.uniform(0, 10, (3000, 2))
