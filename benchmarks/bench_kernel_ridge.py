@@ -11,12 +11,16 @@ Sections (``--sections``, comma separated):
   and 10,000 rows, at m = n and m = n / 10, and the dense solve of the same Nystroem problem.
 * ``cost``: one pass's time per block against its limit, the block's three products alone
   (``X C^T``, ``K v``, ``K^T u``) and the exponential, one thread.
+* ``numpy``: KernelRidge and KernelRidgeCV fitted on NumPy arrays of ``--numpy-rows`` rows, on the same rows
+  as a dask array, and on NumPy's blocks one after another on BLAS's own threads (as before they were mapped
+  on the cores): seconds and ratios.
 * ``out_of_core``: a 16,000,000 x 20 float32 Zarr input (1.19 GiB) on LocalCluster(2 workers x 1
   thread, 600 MiB each): not persisted, read once a pass; peak RSS, spilled bytes, pauses, restarts.
 
     python benchmarks/bench_kernel_ridge.py                          # everything (about 25 minutes)
     python benchmarks/bench_kernel_ridge.py --quick                  # 50,000 rows, small m (about 2 minutes)
     python benchmarks/bench_kernel_ridge.py --sections learning --centers 8192 --no-svc
+    python benchmarks/bench_kernel_ridge.py --sections numpy                    # about 2 minutes
 """
 
 from __future__ import annotations
@@ -209,6 +213,46 @@ def out_of_core(args):
                   len(report.paused), report.restarts]])
 
 
+def in_memory(args):
+    """NumPy input against the same rows as a dask array (threaded scheduler), and against the in-memory blocks
+    one after another on BLAS's own threads (how in-memory passes ran before they were mapped on the cores)."""
+    import dask
+    import dask.array as da
+    from sklearn.datasets import make_friedman1
+
+    from dkapprox import utils
+    from dkapprox.linear_model import KernelRidge, KernelRidgeCV
+
+    X, y = make_friedman1(args.numpy_rows, n_features=20, noise=1.0, random_state=0)
+    cores = utils.available_cpus
+    fits = {f"KernelRidge, m = 1024, {args.numpy_rows:,} rows": lambda X, y: KernelRidge(
+                alpha=1e-3, kernel="rbf", gamma=0.05, n_centers=1024, random_state=0).fit(X, y),
+            f"KernelRidgeCV, m = 512, 3 x 3 candidates, {args.numpy_rows // 2:,} rows": lambda X, y: KernelRidgeCV(
+                alphas=[1e-4, 1e-3, 1e-2], gammas=[0.05, 0.1, 0.2], n_centers=512, random_state=0).fit(
+                X[:args.numpy_rows // 2], y[:args.numpy_rows // 2])}
+    rows = []
+    for label, fit in fits.items():
+        seconds = {}
+        for kind in ("dask", "numpy", "before"):
+            data = (X, y) if kind != "dask" else (da.from_array(X, chunks=(args.chunk, 20)),
+                                                  da.from_array(y, chunks=args.chunk))
+            if kind == "before":
+                utils.available_cpus = lambda: 1
+            try:
+                with warnings.catch_warnings(), dask.config.set({"dkapprox.share-blas-threads": kind != "before"}):
+                    warnings.simplefilter("ignore")
+                    start = time.perf_counter()
+                    fit(*data)
+                    seconds[kind] = time.perf_counter() - start
+            finally:
+                utils.available_cpus = cores
+        rows.append([label, f"{seconds['dask']:.2f}", f"{seconds['numpy']:.2f}", f"{seconds['before']:.2f}",
+                     f"{seconds['dask'] / seconds['numpy']:.2f}x", f"{seconds['before'] / seconds['numpy']:.2f}x"])
+    print_table(f"NumPy input: Friedman #1 (20 features), fit seconds, {cores()} cores; dask in blocks of "
+                f"{args.chunk:,}; before: NumPy's blocks one after another on BLAS's own threads",
+                ["fit", "dask s", "NumPy s", "before s", "NumPy's speed / dask's", "speed-up"], rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sections", default="exactness,cost,out_of_core,learning")
@@ -227,6 +271,7 @@ def main():
     parser.add_argument("--ooc-limit", default="600MiB")
     parser.add_argument("--ooc-centers", type=int, default=512)
     parser.add_argument("--ooc-iter", type=int, default=5)
+    parser.add_argument("--numpy-rows", type=int, default=200_000, help="rows of the numpy section")
     parser.add_argument("--dir", default=None, help="where the out-of-core section writes its Zarr input")
     args = parser.parse_args()
     args.centers = [int(c) for c in args.centers.split(",")]
@@ -239,7 +284,9 @@ def main():
         args.exact_rows, args.cost_rows, args.cost_centers = [2_000], 20_000, [1024]
         args.ooc_rows, args.ooc_limit = 1_000_000, "1GiB"
     for section in args.sections.split(","):
-        {"learning": learning, "exactness": exactness, "cost": cost, "out_of_core": out_of_core}[section](args)
+        sections = {"learning": learning, "exactness": exactness, "cost": cost, "out_of_core": out_of_core,
+                    "numpy": in_memory}
+        sections[section](args)
 
 
 if __name__ == "__main__":

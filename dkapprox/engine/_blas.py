@@ -138,26 +138,55 @@ def limit():
     return _state["limit"]
 
 
+
 def map_in_threads(fn, items, threads):
     """``[fn(item) for item in items]``, in order, ``threads`` calls at a time, each a block task.
 
-    In-memory input's block passes: each core gets a block, as dask's threaded scheduler gives it,
-    and each block one BLAS thread, so the results are the bits a dask pass gets for the same blocks,
-    whatever ``threads`` is. (One thread with BLAS's own threads left the elementwise work on one core
-    and ran small products on threads that mostly waited.)
+    In-memory input's blocks: each core gets a block, as dask's threaded scheduler gives it, and each
+    block one BLAS thread, so the results are the bits a dask pass gets for the same blocks, whatever
+    ``threads`` is. (One thread with BLAS's own threads left the elementwise work on one core and ran
+    small products on threads that mostly waited.)
 
     >>> map_in_threads(lambda i: i * i, range(4), threads=2)
     [0, 1, 4, 9]
     """
-    items = list(items)
+    return list(_in_order(fn, items, threads))
 
+
+def reduce_in_threads(arrays, chunk_fn, combine_fn, state, *, rows, threads):
+    """``chunk_fn(start, state, *blocks)`` of the in-memory row blocks of ``rows`` rows of ``arrays`` (aligned
+    on their rows), on ``threads`` threads as :func:`map_in_threads` runs them, folded in row order by
+    ``combine_fn([total, partial])`` as they come: no more than ``threads`` partials held at once.
+
+    >>> import numpy as np
+    >>> reduce_in_threads([np.arange(10)], lambda start, state, x: x.sum(), sum, None, rows=3, threads=2)
+    np.int64(45)
+    """
+    n = arrays[0].shape[0]
+    starts = range(0, max(n, 1), rows)
+    total = None
+    for part in _in_order(lambda s: chunk_fn(s, state, *(a[s:s + rows] for a in arrays)), starts, threads):
+        total = part if total is None else combine_fn([total, part])
+    return total
+
+
+def _in_order(fn, items, threads):
+    """``fn`` of each item, a block task each, yielded in order; at most ``threads`` running or waiting."""
     def one(item):
         with task_threads():
             return fn(item)
 
-    if threads <= 1 or len(items) <= 1:
-        return [one(item) for item in items]
+    items = iter(items)
+    if threads <= 1:
+        yield from map(one, items)
+        return
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
+    from itertools import islice
 
-    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="dkapprox-block") as pool:
-        return list(pool.map(one, items))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dkapprox-block") as pool:
+        pending = deque(pool.submit(one, item) for item in islice(items, threads))
+        while pending:
+            done = pending.popleft().result()
+            pending.extend(pool.submit(one, item) for item in islice(items, 1))
+            yield done

@@ -121,10 +121,8 @@ def data_pass(X, y, state, chunk_fn, lazy):
     if lazy:
         reduced = engine.reduce_aligned_rows([X, y], chunk_fn, combine_sums, state, running=True)
         return inputs.compute(reduced, arrays=[X])[0]
-    parts = engine.map_in_threads(lambda start: chunk_fn(start, state, X[start:start + IN_MEMORY_ROWS],
-                                                         y[start:start + IN_MEMORY_ROWS]),
-                                  range(0, max(X.shape[0], 1), IN_MEMORY_ROWS), utils.available_cpus())
-    return combine_sums(parts)
+    return engine.reduce_in_threads([X, y], chunk_fn, combine_sums, state, rows=IN_MEMORY_ROWS,
+                                    threads=utils.available_cpus())
 
 
 @dataclass(frozen=True)

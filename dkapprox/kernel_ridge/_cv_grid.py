@@ -12,7 +12,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import engine, inputs
+from .. import backends, engine, inputs, utils
 from ..learning import NumericTargets, distinct_labels, target_input
 from . import _cv_cg as cg
 from . import _cv_stats as cv
@@ -82,10 +82,21 @@ class Found:
     iterations: np.ndarray | None = None  # (n_kernels, n_alphas): the CG iterations each one's fold columns ran
 
 
+#: rows a block of in-memory (NumPy or sparse) input: a core each, as dask's threaded scheduler runs a dask array
+IN_MEMORY_ROWS = 8192
+
+
 def data_pass(arrays, state, lazy, chunk_fn, combine_fn):
-    """One pass over the rows: ``chunk_fn`` of each block, the partials summed by ``combine_fn``."""
+    """One pass over the rows: ``chunk_fn`` of each block, the partials summed by ``combine_fn``.
+
+    In-memory host input runs in blocks of :data:`IN_MEMORY_ROWS` on every core, folded in row order (the same
+    bits whatever the cores); an in-memory device array is one block, its products already parallel.
+    """
     if not lazy:
-        return chunk_fn(0, state, *arrays)
+        if backends.namespace(arrays[0]) is not None:
+            return chunk_fn(0, state, *arrays)
+        return engine.reduce_in_threads(arrays, chunk_fn, combine_fn, state, rows=IN_MEMORY_ROWS,
+                                        threads=utils.available_cpus())
     reduced = engine.reduce_aligned_rows(arrays, chunk_fn, combine_fn, state, running=True)
     return inputs.compute(reduced, arrays=arrays[:1])[0]
 

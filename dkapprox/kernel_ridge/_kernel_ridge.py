@@ -32,6 +32,7 @@ from ..learning import (
 )
 from ..nystroem import SELECTORS, Given, make_selector
 from ..utils import Interval, StrOptions
+from ._cv_grid import data_pass
 from ._falkon import (
     Centers,
     LabelState,
@@ -240,7 +241,7 @@ class _FalkonKernelRidge(_KernelCenters):
     @staticmethod
     def _pass(arrays, state, lazy):
         if not lazy:
-            return block_partial(0, state, *arrays)
+            return data_pass(arrays, state, lazy, block_partial, combine_normal)
         reduced = engine.reduce_aligned_rows(arrays, block_partial, combine_normal, state)
         return inputs.compute(reduced, arrays=arrays[:1])[0]
 
