@@ -138,7 +138,6 @@ def limit():
     return _state["limit"]
 
 
-
 def map_in_threads(fn, items, threads):
     """``[fn(item) for item in items]``, in order, ``threads`` calls at a time, each a block task.
 
@@ -159,8 +158,8 @@ def reduce_in_threads(arrays, chunk_fn, combine_fn, state, *, rows, threads):
     ``combine_fn([total, partial])`` as they come: no more than ``threads`` partials held at once.
 
     >>> import numpy as np
-    >>> reduce_in_threads([np.arange(10)], lambda start, state, x: x.sum(), sum, None, rows=3, threads=2)
-    np.int64(45)
+    >>> int(reduce_in_threads([np.arange(10)], lambda start, state, x: x.sum(), sum, None, rows=3, threads=2))
+    45
     """
     n = arrays[0].shape[0]
     starts = range(0, max(n, 1), rows)
