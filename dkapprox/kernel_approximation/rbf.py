@@ -114,8 +114,8 @@ class RBFSampler(FourierSampler):
     >>> from dkapprox import RBFSampler
     >>> X = da.random.default_rng(0).random((10_000, 8), chunks=(1_000, 8))
     >>> Z = RBFSampler(n_components=64, random_state=0).fit(X).transform(X)
-    >>> Z
-    dask.array<rbfsampler-transform, shape=(10000, 64), dtype=float64, chunksize=(1000, 64), chunktype=numpy.ndarray>
+    >>> Z.numblocks, Z.dtype     # lazy: a dask array, nothing computed yet
+    ((10, 1), dtype('float64'))
     >>> Z.compute().shape
     (10000, 64)
     """

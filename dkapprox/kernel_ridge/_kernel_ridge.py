@@ -371,8 +371,9 @@ class KernelRidge(_KernelRidgeRegressor, _FalkonKernelRidge):
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=20_000)
     >>> X, y = da.from_array(X, chunks=5_000), da.from_array(y, chunks=5_000)
     >>> model = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.5, n_centers=300, random_state=0).fit(X, y)
-    >>> model.predict(X)
-    dask.array<kernelridge-predict, shape=(20000,), dtype=float64, chunksize=(5000,), chunktype=numpy.ndarray>
+    >>> y_pred = model.predict(X)     # lazy: a dask array, nothing computed yet
+    >>> y_pred.numblocks, y_pred.dtype
+    ((4,), dtype('float64'))
     >>> model.passes_ == 2 + model.n_iter_, bool(model.residuals_[-1] <= model.tol)
     (True, True)
     >>> round(model.score(X, y), 2)
@@ -545,8 +546,9 @@ class KernelRidgeClassifier(_KernelRidgeClassifier, _FalkonKernelRidge):
     >>> X, y = load_digits(return_X_y=True)
     >>> X, y = da.from_array(X / 16, chunks=300), da.from_array(y, chunks=300)
     >>> clf = KernelRidgeClassifier(alpha=1e-2, kernel="rbf", gamma=0.2, n_centers=500, random_state=0)
-    >>> clf.fit(X, y).predict(X)
-    dask.array<kernelridgeclassifier-predict, shape=(1797,), dtype=int64, chunksize=(300,), chunktype=numpy.ndarray>
+    >>> y_pred = clf.fit(X, y).predict(X)     # lazy: a dask array, nothing computed yet
+    >>> y_pred.numblocks, y_pred.dtype
+    ((6,), dtype('int64'))
     >>> clf.score(X, y) > 0.99
     True
 

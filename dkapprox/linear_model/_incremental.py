@@ -106,8 +106,9 @@ class Incremental(StreamedScore, MetaEstimatorMixin, BaseEstimator):
     ...     RBFSampler(gamma=0.05, n_components=300, random_state=0),
     ...     Incremental(SGDClassifier(random_state=0), n_epochs=5, random_state=0),
     ... ).fit(X, y)
-    >>> model.predict(X)
-    dask.array<incremental-predict, shape=(6000,), dtype=int64, chunksize=(500,), chunktype=numpy.ndarray>
+    >>> y_pred = model.predict(X)     # lazy: a dask array, nothing computed yet
+    >>> y_pred.numblocks, y_pred.dtype
+    ((12,), dtype('int64'))
     >>> model.score(X, y) > 0.9
     True
     """

@@ -169,8 +169,9 @@ class Ridge(_StreamingRegressor):
     >>> X, y = da.from_array(X, chunks=5_000), da.from_array(y, chunks=5_000)
     >>> model = make_pipeline(RBFSampler(gamma=0.2, n_components=200, random_state=0),
     ...                       Ridge(alpha=1e-3)).fit(X, y)
-    >>> model.predict(X)
-    dask.array<ridge-predict, shape=(20000,), dtype=float64, chunksize=(5000,), chunktype=numpy.ndarray>
+    >>> y_pred = model.predict(X)     # lazy: a dask array, nothing computed yet
+    >>> y_pred.numblocks, y_pred.dtype
+    ((4,), dtype('float64'))
     >>> round(model.score(X, y), 2)
     0.98
     """
@@ -252,8 +253,9 @@ class RidgeClassifier(StreamedScore, ClassifierMixin, _StreamingRidge):
     >>> X, y = da.from_array(X / 16, chunks=300), da.from_array(y, chunks=300)
     >>> clf = make_pipeline(RBFSampler(gamma=0.2, n_components=500, random_state=0),
     ...                     RidgeClassifier(alpha=1e-2)).fit(X, y)
-    >>> clf.predict(X)
-    dask.array<ridgeclassifier-predict, shape=(1797,), dtype=int64, chunksize=(300,), chunktype=numpy.ndarray>
+    >>> y_pred = clf.predict(X)     # lazy: a dask array, nothing computed yet
+    >>> y_pred.numblocks, y_pred.dtype
+    ((6,), dtype('int64'))
     >>> clf.score(X, y) > 0.99
     True
     """

@@ -198,8 +198,8 @@ class Nystroem(BlockwiseTransformer):
     >>> est.components_.shape, est.normalization_.shape
     ((64, 8), (64, 64))
     >>> Z = est.transform(X)
-    >>> Z
-    dask.array<nystroem-transform, shape=(10000, 64), dtype=float64, chunksize=(1000, 64), chunktype=numpy.ndarray>
+    >>> Z.numblocks, Z.dtype     # lazy: a dask array, nothing computed yet
+    ((10, 1), dtype('float64'))
     >>> Z.compute().shape
     (10000, 64)
 
