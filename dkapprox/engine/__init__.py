@@ -7,7 +7,7 @@ thread a block task; in-memory blocks mapped on threads that way) and ``_device_
 time queueing work on a device).
 """
 
-from ._blas import map_in_threads, reduce_in_threads
+from ._blas import map_in_threads, map_rows_in_threads, reduce_in_threads
 from ._blocks import (
     generate_rows,
     is_sparse_meta,

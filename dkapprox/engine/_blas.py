@@ -31,6 +31,8 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
+import numpy as np
+
 _lock = threading.Lock()
 #: active: block tasks running now in this process; limit: the BLAS threads set for them (None:
 #: the libraries' own settings); saved: each library's own setting before the first limit
@@ -150,6 +152,19 @@ def map_in_threads(fn, items, threads):
     [0, 1, 4, 9]
     """
     return list(_in_order(fn, items, threads))
+
+
+def map_rows_in_threads(X, block_fn, state, *, rows, threads):
+    """``block_fn(block, state)`` of the blocks of ``rows`` rows of in-memory ``X``, run as
+    :func:`map_in_threads` runs them and joined in row order: :func:`map_rows` of a NumPy ``X``.
+
+    >>> import numpy as np
+    >>> map_rows_in_threads(np.arange(5.0), lambda x, state: x * state, 10.0, rows=2, threads=2)
+    array([ 0., 10., 20., 30., 40.])
+    """
+    parts = map_in_threads(lambda start: block_fn(X[start:start + rows], state), range(0, max(X.shape[0], 1), rows),
+                           threads)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def reduce_in_threads(arrays, chunk_fn, combine_fn, state, *, rows, threads):

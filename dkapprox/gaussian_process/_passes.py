@@ -148,10 +148,7 @@ def predict_block(X, state):
 
 def predict_in_memory(X, state):
     """:func:`predict_block` of in-memory rows, in blocks mapped on the cores as :func:`data_pass` maps them."""
-    starts = range(0, X.shape[0], IN_MEMORY_ROWS)
-    parts = engine.map_in_threads(lambda start: predict_block(X[start:start + IN_MEMORY_ROWS], state), starts,
-                                  utils.available_cpus())
-    return np.concatenate(parts) if parts else predict_block(X, state)
+    return engine.map_rows_in_threads(X, predict_block, state, rows=IN_MEMORY_ROWS, threads=utils.available_cpus())
 
 
 def _predict_slice(X, state):

@@ -12,6 +12,7 @@ from ._moments import (
 from ._search import search_results
 from ._solve import fold_errors, intercept_of, normal_equations, penalties, solve_ridge, solve_ridge_path, target_scores
 from ._streaming import (
+    PREDICT_ROWS,
     StreamedScore,
     apply_rows,
     as_targets,

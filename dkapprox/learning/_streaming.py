@@ -19,7 +19,7 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
-from .. import backends, engine, inputs
+from .. import backends, engine, inputs, utils
 from ..backends import combine_block_moments
 from ..inputs import FLOAT_DTYPES, check_input
 from ..utils import check_sample_weight as sklearn_check_sample_weight
@@ -30,6 +30,8 @@ from ._targets import NumericTargets, OneVsAllTargets, union_labels, unique_labe
 # so that the centered copy of a slice, not of the whole array, is what we add
 SLICE_BYTES = 32 << 20
 SPLIT_EVERY = 8
+# in-memory predictions run in blocks of this many rows on every core, as dask's threads run a dask X's
+PREDICT_ROWS = 8192
 
 
 def target_input(y):
@@ -186,10 +188,13 @@ def lazy_predict(estimator, X, block_fn, state, *, tail, dtype, method):
 
 
 def apply_rows(estimator, X, lazy, block_fn, state, *, tail, dtype, method):
-    """A prediction method's output: ``block_fn(X, state)`` of an in-memory ``X``, the same block function
-    lazily over the row blocks of a dask ``X`` (:func:`lazy_predict`: ``tail``, ``dtype``, ``method``)."""
-    if not lazy:
+    """A prediction method's output: ``block_fn`` of an in-memory ``X``'s blocks of :data:`PREDICT_ROWS` rows on
+    every core (a device or sparse ``X``: of the whole), the same block function lazily over the row blocks of a
+    dask ``X`` (:func:`lazy_predict`: ``tail``, ``dtype``, ``method``)."""
+    if not lazy and not isinstance(X, np.ndarray):
         return block_fn(X, state)
+    if not lazy:
+        return engine.map_rows_in_threads(X, block_fn, state, rows=PREDICT_ROWS, threads=utils.available_cpus())
     return lazy_predict(estimator, X, block_fn, state, tail=tail, dtype=dtype, method=method)
 
 

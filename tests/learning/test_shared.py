@@ -2,6 +2,7 @@
 
 import inspect
 import re
+import threading
 import warnings
 
 import dask.array as da
@@ -9,6 +10,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from sklearn.decomposition import IncrementalPCA
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 
@@ -168,3 +170,30 @@ def test_every_fitted_attribute_is_described_with_its_type():
         for name, (header, *description) in documented.items():
             assert re.fullmatch(r"[a-z0-9_]+_", name), (type(estimator).__name__, name)  # one attribute an entry
             assert " : " in header and description, (type(estimator).__name__, name)
+
+
+def test_in_memory_predictions_run_in_row_blocks_on_every_core_one_blas_thread_each(monkeypatch):
+    """NumPy ``X``: blocks of PREDICT_ROWS rows, two at once on two cores, each on one BLAS thread."""
+    from threadpoolctl import threadpool_info
+
+    from dkapprox import learning, utils
+
+    monkeypatch.setattr(utils, "available_cpus", lambda: 2)
+    rows = learning.PREDICT_ROWS
+    X = np.random.default_rng(0).normal(size=(2 * rows + 5, 3))
+    seen, barrier = [], threading.Barrier(2)
+
+    def block_fn(block, state):
+        if block.shape[0] == rows:
+            barrier.wait(timeout=30)  # fails unless the two full blocks run at once
+        seen.append((block.shape[0], sorted({lib["num_threads"] for lib in threadpool_info()
+                                             if lib["user_api"] == "blas"})))
+        return block[:, 0] * state
+
+    out = learning.apply_rows(None, X, False, block_fn, 2.0, tail=(), dtype=X.dtype, method="predict")
+    np.testing.assert_array_equal(out, X[:, 0] * 2.0)
+    assert sorted(seen) == [(5, [1]), (rows, [1]), (rows, [1])]
+    seen.clear()
+    sparse = learning.apply_rows(None, sp.csr_matrix(X), False, lambda b, s: np.asarray(b.sum(axis=1)).ravel(),
+                                 None, tail=(), dtype=X.dtype, method="predict")
+    np.testing.assert_allclose(sparse, X.sum(axis=1))  # a sparse X: one call over the whole
