@@ -29,7 +29,10 @@ This module is part of the engine: it imports nothing of dkapprox.
 from __future__ import annotations
 
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import islice
 
 import numpy as np
 
@@ -191,15 +194,13 @@ def _in_order(fn, items, threads):
             return fn(item)
 
     items = iter(items)
-    if threads <= 1:
+    first = list(islice(items, max(threads, 1)))
+    if len(first) <= 1:  # one block, or one thread: no pool, whose start costs a small call 10x its time
+        yield from map(one, first)
         yield from map(one, items)
         return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-    from itertools import islice
-
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dkapprox-block") as pool:
-        pending = deque(pool.submit(one, item) for item in islice(items, threads))
+        pending = deque(pool.submit(one, item) for item in first)
         while pending:
             done = pending.popleft().result()
             pending.extend(pool.submit(one, item) for item in islice(items, 1))

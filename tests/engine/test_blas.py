@@ -120,6 +120,20 @@ def test_in_memory_blocks_run_two_at_a_time_on_one_blas_thread_each_in_order():
     assert seen == [[1]] * 6
 
 
+def test_one_in_memory_block_runs_in_the_callers_thread_on_one_blas_thread():
+    """A one-row predict is one block: a thread pool's start would cost it 10x its own time."""
+    seen = []
+
+    def block(i):
+        seen.append((threading.current_thread(), blas_threads()))
+        return i
+
+    with threadpool_limits(limits=3, user_api="blas"):
+        assert engine.map_in_threads(block, [7], threads=4) == [7]
+        assert blas_threads() == [3]
+    assert seen == [(threading.current_thread(), [1])]
+
+
 def test_in_memory_blocks_give_the_bits_of_a_dask_pass_whatever_the_threads():
     rng = np.random.default_rng(1)
     W = rng.standard_normal((600, 600)).astype(np.float32)
