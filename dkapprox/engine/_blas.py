@@ -159,15 +159,33 @@ def map_in_threads(fn, items, threads):
 
 def map_rows_in_threads(X, block_fn, state, *, rows, threads):
     """``block_fn(block, state)`` of the blocks of ``rows`` rows of in-memory ``X``, run as
-    :func:`map_in_threads` runs them and joined in row order: :func:`map_rows` of a NumPy ``X``.
+    :func:`map_in_threads` runs them: :func:`map_rows` of a NumPy ``X``. Each block's output (a NumPy
+    array; every block's of one dtype) is copied into the one output by the thread that made it.
 
     >>> import numpy as np
     >>> map_rows_in_threads(np.arange(5.0), lambda x, state: x * state, 10.0, rows=2, threads=2)
     array([ 0., 10., 20., 30., 40.])
     """
-    parts = map_in_threads(lambda start: block_fn(X[start:start + rows], state), range(0, max(X.shape[0], 1), rows),
-                           threads)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    n = X.shape[0]
+    starts = range(0, max(n, 1), rows)
+    if len(starts) == 1:
+        return map_in_threads(lambda _: block_fn(X, state), starts, threads)[0]
+    made, lock = [], threading.Lock()
+
+    def block(start):
+        part = block_fn(X[start:start + rows], state)
+        with lock:  # the first block done gives the output its columns and dtype
+            if not made:
+                made.append(np.empty((n,) + part.shape[1:], dtype=part.dtype))
+        out = made[0]
+        if part.dtype != out.dtype or part.shape[1:] != out.shape[1:]:
+            raise ValueError(f"a block of {part.dtype} {part.shape[1:]} where another gave {out.dtype} "
+                             f"{out.shape[1:]}: block_fn must give every block one dtype and width")
+        out[start:start + part.shape[0]] = part
+
+    for _ in _in_order(block, starts, threads):
+        pass
+    return made[0]
 
 
 def reduce_in_threads(arrays, chunk_fn, combine_fn, state, *, rows, threads):
@@ -187,14 +205,27 @@ def reduce_in_threads(arrays, chunk_fn, combine_fn, state, *, rows, threads):
     return total
 
 
+def _room(threads):
+    """The threads in-memory blocks may take now: ``threads``, but one off the main thread (inside a dask task,
+    a server's pool, our own blocks) and no more than BLAS's own setting, which ``threadpool_limits``,
+    ``OMP_NUM_THREADS``, a dask worker process (one) and joblib's workers (their share) all set."""
+    if threads <= 1 or threading.current_thread() is not threading.main_thread():
+        return 1
+    with _lock:
+        blas = [lib.num_threads for lib in _libraries()]
+    return max(1, min(threads, max(blas, default=threads)))
+
+
 def _in_order(fn, items, threads):
-    """``fn`` of each item, a block task each, yielded in order; at most ``threads`` running or waiting."""
+    """``fn`` of each item, a block task each, yielded in order; at most ``threads`` running or waiting
+    (:func:`_room`'s count of them)."""
     def one(item):
         with task_threads():
             return fn(item)
 
+    threads = _room(threads)
     items = iter(items)
-    first = list(islice(items, max(threads, 1)))
+    first = list(islice(items, threads))
     if len(first) <= 1:  # one block, or one thread: no pool, whose start costs a small call 10x its time
         yield from map(one, first)
         yield from map(one, items)

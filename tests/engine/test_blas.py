@@ -7,6 +7,7 @@ import threading
 import dask
 import dask.array as da
 import numpy as np
+import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from dkapprox import engine
@@ -134,6 +135,21 @@ def test_one_in_memory_block_runs_in_the_callers_thread_on_one_blas_thread():
     assert seen == [(threading.current_thread(), [1])]
 
 
+def test_in_memory_blocks_take_no_more_threads_than_blas_is_given_nor_any_off_the_main_thread():
+    """threadpool_limits(1) (a dask worker process's, joblib's share) and a call from a dask task's thread run
+    every block in the caller's thread: no cores oversubscribed."""
+    def callers(threads):
+        return set(engine.map_in_threads(lambda i: threading.current_thread(), range(4), threads=threads))
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert callers(4) == {threading.current_thread()}
+    found = []
+    inner = threading.Thread(target=lambda: found.append((callers(4), threading.current_thread())))
+    inner.start()
+    inner.join(timeout=30)
+    assert found and found[0][0] == {found[0][1]}
+
+
 def test_in_memory_blocks_give_the_bits_of_a_dask_pass_whatever_the_threads():
     rng = np.random.default_rng(1)
     W = rng.standard_normal((600, 600)).astype(np.float32)
@@ -145,3 +161,12 @@ def test_in_memory_blocks_give_the_bits_of_a_dask_pass_whatever_the_threads():
         one, two, dasks = np.concatenate(blocks(1)), np.concatenate(blocks(2)), lazy.compute(scheduler="threads")
     np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(one, dasks)
+
+
+def test_in_memory_row_blocks_are_written_into_one_output_and_must_agree_on_its_dtype():
+    X = np.arange(10.0)
+    out = engine.map_rows_in_threads(X, lambda b, s: np.stack([b, b * s], axis=1), 2.0, rows=3, threads=2)
+    np.testing.assert_array_equal(out, np.stack([X, 2 * X], axis=1))
+    with pytest.raises(ValueError, match="block_fn must give every block one dtype and width"):
+        engine.map_rows_in_threads(X, lambda b, s: b.astype(np.float32 if b[0] else np.float64), None, rows=3,
+                                   threads=1)
