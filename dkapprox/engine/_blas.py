@@ -150,8 +150,8 @@ def map_in_threads(fn, items, threads):
     block one BLAS thread, so the results are the bits a dask pass gets for the same blocks, whatever
     ``threads`` is. (One thread with BLAS's own threads left the elementwise work on one core and ran
     small products on threads that mostly waited.) A call of one block is a plain call in the caller's
-    thread, on BLAS's own threads: a pool's start would cost a small call 10x its time, and one BLAS
-    thread a block of 8,000 x 784 rows 1.8x.
+    thread, on BLAS's own threads: a pool's start would cost a small call more than its work, and one
+    BLAS thread would slow a mid-sized block's products (docs/changelog.rst has the figures).
 
     >>> map_in_threads(lambda i: i * i, range(4), threads=2)
     [0, 1, 4, 9]

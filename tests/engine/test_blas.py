@@ -122,8 +122,7 @@ def test_in_memory_blocks_run_two_at_a_time_on_one_blas_thread_each_in_order():
 
 
 def test_one_in_memory_block_is_a_plain_call_in_the_callers_thread_on_blas_threads():
-    """A one-row predict is one block: a thread pool's start would cost it 10x its own time, and one BLAS
-    thread a mid-sized block's products (8,000 x 784 at m = 4,096: 1.8x)."""
+    """A one-row predict is one block: no thread pool to start, and its products on BLAS's own threads."""
     seen = []
 
     def block(i):
